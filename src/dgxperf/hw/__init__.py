@@ -1,0 +1,1 @@
+"""The only code that touches NVML, /proc, /sys and nvidia-smi."""

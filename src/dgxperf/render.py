@@ -1,0 +1,174 @@
+"""Rich views of results for people. JSON views need none of this: they print ``to_json()``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
+from dgxperf.doctor import AREAS, DoctorReport
+from dgxperf.results import Finding, Status, to_jsonable
+from dgxperf.store import MISSING, Comparison, RunRecord
+
+STATUS_STYLE = {
+    Status.PASS: ("PASS", "green"),
+    Status.WARN: ("WARN", "yellow"),
+    Status.FAIL: ("FAIL", "bold red"),
+    Status.UNKNOWN: ("????", "magenta"),
+    Status.NOT_APPLICABLE: ("n/a", "dim"),
+}
+SKIP_EVIDENCE = {"guide", "build_settings", "arch_list", "why"}
+
+
+def short(value: Any, width: int = 60) -> str:
+    value = to_jsonable(value)
+    if isinstance(value, dict) and set(value) == {"na"}:
+        text = f"n/a ({value['na']})"
+    elif isinstance(value, (dict, list)):
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    else:
+        text = str(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def evidence_line(finding: Finding, width: int = 70) -> str:
+    parts = []
+    for key, value in finding.evidence.items():
+        if key in SKIP_EVIDENCE or value in (None, [], {}):
+            continue
+        parts.append(f"{key}={short(value, 40)}")
+    return short("; ".join(parts), width)
+
+
+def render_doctor(console: Console, report: DoctorReport, *, problems_only: bool = False) -> None:
+    snap = report.snapshot
+    gpus = ", ".join(sorted({str(g.get("name")) for g in snap.gpus})) or "no GPU visible to NVML"
+    console.print(
+        f"[bold]dgxperf doctor[/] — {snap.hostname} — {len(snap.gpus)} GPU(s): {gpus}", highlight=False
+    )
+    shown = [
+        f
+        for f in report.findings
+        if not problems_only or f.status in (Status.FAIL, Status.WARN, Status.UNKNOWN)
+    ]
+    for area in (*AREAS, "internal"):
+        in_area = [f for f in shown if f.area == area]
+        if not in_area:
+            continue
+        table = Table(
+            box=None,
+            show_header=False,
+            pad_edge=False,
+            expand=True,
+            title=area,
+            title_justify="left",
+            title_style="bold cyan",
+        )
+        table.add_column("status", width=4, no_wrap=True)
+        table.add_column("check", ratio=2, no_wrap=True, overflow="ellipsis")
+        table.add_column("evidence", ratio=3, no_wrap=True, overflow="ellipsis", style="dim")
+        for finding in in_area:
+            label, style = STATUS_STYLE[finding.status]
+            table.add_row(Text(label, style=style), finding.title, evidence_line(finding, 200))
+        console.print(table)
+
+    problems = [f for f in report.findings if f.status.needs_action and f.fix is not None]
+    if problems:
+        console.print(
+            "\n[bold]What to change[/] (doctor changes nothing; `--fix-script FILE` writes a script):"
+        )
+        for finding in problems:
+            label, style = STATUS_STYLE[finding.status]
+            console.print(Text.assemble((f"{label} ", style), (finding.id, "bold"), f" — {finding.title}"))
+            guide = f" (guide {finding.guide})" if finding.guide else ""
+            console.print(Padding(Text(finding.why + guide), (0, 0, 0, 5)))
+            fix = finding.fix
+            assert fix is not None
+            console.print(Padding(Text(f"fix: {fix.summary}", style="bold"), (0, 0, 0, 5)))
+            for command in fix.shown_commands:
+                text = Text(command, style="dim") if command.startswith("#") else Text(f"$ {command}")
+                console.print(Padding(text, (0, 0, 0, 7)))
+    console.print(
+        f"\n{report.summary_line()}, {report.counts['not_applicable']} not applicable "
+        f"— {report.collect_seconds:.1f} s ({report.source})"
+    )
+
+
+def render_runs(console: Console, records: Sequence[RunRecord], path: Path) -> None:
+    if not records:
+        console.print(f"no runs saved yet in {path}")
+        return
+    table = Table(title=f"runs in {path}", title_justify="left")
+    for column in ("id", "when (UTC)", "command", "host", "GPUs", "status", "summary"):
+        table.add_column(column)
+    for record in records:
+        gpus = record.fingerprint.get("gpus") or []
+        names = sorted({str(g.get("name")) for g in gpus})
+        gpu_text = f"{len(gpus)}x {names[0]}" if len(names) == 1 else (", ".join(names) or "-")
+        table.add_row(
+            str(record.id),
+            record.created_at.replace("T", " ")[:19],
+            record.command,
+            record.hostname,
+            gpu_text,
+            record.status,
+            record.summary,
+        )
+    console.print(table)
+
+
+def render_run(console: Console, record: RunRecord) -> None:
+    console.print(
+        f"[bold]run {record.id}[/] — {record.command} — {record.created_at} — {record.status} — {record.summary}",
+        highlight=False,
+    )
+    console.print(f"argv: dgxperf {' '.join(record.argv)}", highlight=False)
+    console.print("[bold]fingerprint[/]")
+    for key, value in record.fingerprint.items():
+        console.print(f"  {key}: {short(value, 100)}", highlight=False)
+    findings = record.result.get("findings")
+    if isinstance(findings, list):
+        table = Table()
+        for column in ("status", "id", "evidence"):
+            table.add_column(column)
+        for f in findings:
+            table.add_row(f.get("status", ""), f.get("id", ""), short(f.get("evidence", {}), 80))
+        console.print(table)
+    else:
+        console.print_json(json.dumps(record.result, ensure_ascii=False))
+
+
+def render_comparison(console: Console, a: RunRecord, b: RunRecord, comparison: Comparison) -> None:
+    console.print(
+        f"[bold]run {a.id}[/] ({a.command}, {a.hostname}) vs [bold]run {b.id}[/] ({b.command}, {b.hostname})"
+    )
+    if not comparison.same_command:
+        console.print("[yellow]note:[/] the two runs are of different commands")
+
+    def cell(value: Any) -> str:
+        return "—" if value is MISSING else short(value, 50)
+
+    if comparison.fingerprint_diff:
+        table = Table(title="node and software", title_justify="left")
+        for column in ("key", f"run {a.id}", f"run {b.id}"):
+            table.add_column(column)
+        for key, va, vb in comparison.fingerprint_diff:
+            table.add_row(key, cell(va), cell(vb))
+        console.print(table)
+    else:
+        console.print("same node and software")
+    if comparison.result_diff:
+        table = Table(title="results", title_justify="left")
+        for column in ("key", f"run {a.id}", f"run {b.id}", "change"):
+            table.add_column(column)
+        for key, va, vb, rel in comparison.result_diff:
+            table.add_row(key, cell(va), cell(vb), "" if rel is None else f"{rel:+.1%}")
+        console.print(table)
+    else:
+        console.print("same results")
