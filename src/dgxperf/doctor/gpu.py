@@ -30,6 +30,10 @@ def _label(gpu: dict[str, Any]) -> str:
     return f"GPU {gpu['index']} ({name})" if not isinstance(name, NA) else f"GPU {gpu['index']}"
 
 
+def _on_off(value: Any) -> Any:
+    return value if isinstance(value, NA) else ("enabled" if value else "disabled")
+
+
 def per_gpu(check: Callable[[dict[str, Any], Snapshot], Finding]) -> Callable[[Snapshot], Iterable[Finding]]:
     """Run a one-GPU check over every GPU NVML lists; no GPUs, no findings (driver checks explain why)."""
 
@@ -133,7 +137,7 @@ def check_ecc_mode(gpu: dict[str, Any], snap: Snapshot) -> Finding:
         if "NOT_SUPPORTED" in current.reason:
             return Finding(fid, AREA, title, Status.NOT_APPLICABLE, {"ecc": current.reason}, why)
         return unknown(fid, AREA, title, current.reason, why)
-    evidence = {"current": "enabled" if current else "disabled", "pending": pending}
+    evidence = {"current": _on_off(current), "pending": _on_off(pending)}
     if not current:
         fix = Fix(
             "enable ECC (takes effect after a reboot)", commands=(f"nvidia-smi -i {i} -e 1",), manual=True
@@ -260,7 +264,7 @@ def check_mig(gpu: dict[str, Any], snap: Snapshot) -> Finding:
         if "NOT_SUPPORTED" in current.reason:
             return Finding(fid, AREA, title, Status.NOT_APPLICABLE, {"mig": current.reason}, why)
         return unknown(fid, AREA, title, current.reason, why)
-    evidence = {"current": "enabled" if current else "disabled", "pending": pending}
+    evidence = {"current": _on_off(current), "pending": _on_off(pending)}
     if current:
         fix = Fix(
             "MIG is on: fine for multi-tenant inference; for whole-GPU training ask the owner to disable it",
