@@ -206,55 +206,30 @@ def doctor(
 
 # -- validate -----------------------------------------------------------------------------------------------
 
-VALIDATE_PHASES = (
-    ("doctor", "node audit against both guides", True),
-    ("bench all --quick", "GEMM, HBM, PCIe and NCCL ceilings vs datasheet peaks", False),
-    ("train baseline / guide / optimized", "guide A §7's table for this node, with telemetry", False),
-    ("advise", "what slowed each recipe, from its telemetry", False),
-    ("ablation", "the measured effect of each optimisation on its own", False),
-    ("report", "Markdown + self-contained HTML report", False),
-)
-
 
 @app.command()
 def validate(json_out: JsonFlag = False) -> None:
     """The guides' quantitative validation in one command (phases land one by one; see the README)."""
     from dgxperf.doctor import diagnose
     from dgxperf.hw.snapshot import collect_snapshot
+    from dgxperf.render import render_validate
+    from dgxperf.report.validate import ValidateResult
 
     started = time.perf_counter()
-    snap = collect_snapshot(Path("/"), os.environ)
+    if json_out:
+        snap = collect_snapshot(Path("/"), os.environ)
+    else:
+        with err_console.status("phase 1/6: doctor ..."):
+            snap = collect_snapshot(Path("/"), os.environ)
     report = diagnose(snap, source="live", collect_seconds=time.perf_counter() - started)
-    doctor_result = report.to_json()
-    phases = [
-        {"phase": name, "what": what, "state": "ran" if available else "not yet available"}
-        for name, what, available in VALIDATE_PHASES
-    ]
-    result = {
-        "schema": "dgxperf.validate/0",
-        "tool_version": __version__,
-        "phases": phases,
-        "doctor": {
-            "summary": doctor_result["summary"],
-            "failed": [f["id"] for f in doctor_result["findings"] if f["status"] == "fail"],
-        },
-        "complete": False,
-    }
-    run_id = save_run("validate", result, doctor_result["fingerprint"], "incomplete", report.summary_line())
-    result["run_id"] = run_id
+    outcome = ValidateResult(report)
+    result = outcome.to_json()
+    status = "ok" if outcome.complete else "incomplete"
+    result["run_id"] = save_run("validate", result, result["fingerprint"], status, report.summary_line())
     if json_out:
         print_json(result)
-        raise typer.Exit(EXIT_OK)
-    console.print("[bold]dgxperf validate[/] — guide A §7's validation for this node, as one command.")
-    for phase in phases:
-        mark = "[green]ran[/]" if phase["state"] == "ran" else "[dim]not yet available[/]"
-        console.print(f"  {phase['phase']:<36} {phase['what']:<58} {mark}", highlight=False)
-    console.print(f"\ndoctor: {report.summary_line()} (details: dgxperf doctor)")
-    console.print(
-        "The benchmark, training, advice, ablation and report phases are not yet available in this version; "
-        "validate will run them in this order and write one report.",
-        style="dim",
-    )
+    else:
+        render_validate(console, outcome, result["run_id"])
     raise typer.Exit(EXIT_OK)
 
 

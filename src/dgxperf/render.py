@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dgxperf.doctor import AREAS, DoctorReport
+from dgxperf.report.validate import PHASES, ValidateResult
 from dgxperf.results import Finding, Status, to_jsonable
 from dgxperf.store import MISSING, Comparison, RunRecord
 
@@ -98,6 +99,27 @@ def render_doctor(console: Console, report: DoctorReport, *, problems_only: bool
         f"\n{report.summary_line()}, {report.counts['not_applicable']} not applicable "
         f"— {report.collect_seconds:.1f} s ({report.source})"
     )
+
+
+def render_validate(console: Console, outcome: ValidateResult, run_id: int | None) -> None:
+    console.print("[bold]dgxperf validate[/] — guide A §7's validation for this node, as one command.")
+    table = Table(box=None, pad_edge=False)
+    table.add_column("phase", style="bold", no_wrap=True)
+    table.add_column("what it gives")
+    table.add_column("state", no_wrap=True)
+    for phase in PHASES:
+        state = Text("ran", style="green") if phase.available else Text("not yet available", style="dim")
+        table.add_row(phase.name, phase.what, state)
+    console.print(table)
+    console.print(f"\ndoctor: {outcome.doctor.summary_line()} — details and fixes: dgxperf doctor")
+    if not outcome.complete:
+        console.print(
+            "The benchmark, training, advice, ablation and report phases are not yet available in this "
+            "version; validate will run them in this order and write one report.",
+            style="dim",
+        )
+    if run_id is not None:
+        console.print(f"saved as run {run_id} (dgxperf runs show {run_id})", style="dim")
 
 
 def render_runs(console: Console, records: Sequence[RunRecord], path: Path) -> None:

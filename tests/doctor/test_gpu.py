@@ -89,7 +89,9 @@ def test_row_remapping() -> None:
     rows = {"correctable": 0, "uncorrectable": 1, "pending": True, "failure": False}
     pending = run(gpu_checks.check_memory_health, changed(remapped_rows=rows))
     assert pending.status is Status.FAIL and "reset" in pending.fix.summary  # type: ignore[union-attr]
-    failed = run(gpu_checks.check_memory_health, changed(remapped_rows={**rows, "pending": False, "failure": True}))
+    failed = run(
+        gpu_checks.check_memory_health, changed(remapped_rows={**rows, "pending": False, "failure": True})
+    )
     assert failed.status is Status.FAIL and "RMA" in failed.fix.summary  # type: ignore[union-attr]
     remapped = run(gpu_checks.check_memory_health, changed(remapped_rows={**rows, "pending": False}))
     assert remapped.status is Status.WARN

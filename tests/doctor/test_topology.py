@@ -29,7 +29,12 @@ def node(count: int, *, links: str = "nvswitch", down: dict[int, int] | None = N
         elif links == "bridge":  # PCIe cards with NVLink bridges between pairs 0-1, 2-3
             peer = i ^ 1
             gpu["nvlinks"] = [
-                {"link": k, "active": True, "remote": "gpu", "remote_bus_id": f"00000000:{0x18 + peer:02X}:00.0"}
+                {
+                    "link": k,
+                    "active": True,
+                    "remote": "gpu",
+                    "remote_bus_id": f"00000000:{0x18 + peer:02X}:00.0",
+                }
                 for k in range(4)
             ]
         else:

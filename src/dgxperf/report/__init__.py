@@ -1,0 +1,1 @@
+"""Reports that compose capabilities (validate); they never reimplement them."""
