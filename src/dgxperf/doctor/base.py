@@ -32,6 +32,13 @@ def unknown(
     )
 
 
+def unavailable(id: str, area: str, title: str, reason: str, why: str, key: str) -> Finding:
+    """A reading NVML could not give: not applicable when this GPU lacks the feature, else unknown."""
+    if "NOT_SUPPORTED" in reason or "not in this nvidia-ml-py" in reason:
+        return Finding(id, area, title, Status.NOT_APPLICABLE, {key: reason}, why)
+    return unknown(id, area, title, reason, why)
+
+
 def read(readings: Mapping[str, Any], key: str) -> Any:
     """One reading; a key an older snapshot lacks reads as NA, like any reading that could not be taken."""
     return readings[key] if key in readings else NA(f"{key} not recorded in this snapshot")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from dgxperf.doctor.base import na_reason, read, unknown
+from dgxperf.doctor.base import na_reason, read, unavailable, unknown
 from dgxperf.hw.snapshot import Snapshot
 from dgxperf.hw.specs import match_spec
 from dgxperf.results import NA, Finding, Fix, Status
@@ -134,9 +134,7 @@ def check_ecc_mode(gpu: dict[str, Any], snap: Snapshot) -> Finding:
     why = "Without ECC a flipped bit in HBM silently corrupts weights or gradients."
     current, pending = read(gpu, "ecc_mode_current"), read(gpu, "ecc_mode_pending")
     if isinstance(current, NA):
-        if "NOT_SUPPORTED" in current.reason:
-            return Finding(fid, AREA, title, Status.NOT_APPLICABLE, {"ecc": current.reason}, why)
-        return unknown(fid, AREA, title, current.reason, why)
+        return unavailable(fid, AREA, title, current.reason, why, "ecc")
     evidence = {"current": _on_off(current), "pending": _on_off(pending)}
     if not current:
         fix = Fix(
@@ -159,9 +157,7 @@ def check_ecc_errors(gpu: dict[str, Any], snap: Snapshot) -> Finding:
     if all(isinstance(v, NA) for v in counts.values()):
         first = counts["volatile_uncorrected"]
         reason = first.reason if isinstance(first, NA) else "no ECC counters"
-        if "NOT_SUPPORTED" in reason:
-            return Finding(fid, AREA, title, Status.NOT_APPLICABLE, {"ecc": reason}, why)
-        return unknown(fid, AREA, title, reason, why)
+        return unavailable(fid, AREA, title, reason, why, "ecc")
     volatile = counts["volatile_uncorrected"]
     aggregate = counts["aggregate_uncorrected"]
     if isinstance(volatile, int) and volatile > 0:
@@ -210,9 +206,7 @@ def check_memory_health(gpu: dict[str, Any], snap: Snapshot) -> Finding:
             return Finding(fid, AREA, title, Status.WARN, evidence, why, fix)
         return Finding(fid, AREA, title, Status.PASS, evidence, why)
     reason = rows.reason if isinstance(rows, NA) else "no remapping or retirement data"
-    if "NOT_SUPPORTED" in reason:
-        return Finding(fid, AREA, title, Status.NOT_APPLICABLE, {"remapped_rows": reason}, why)
-    return unknown(fid, AREA, title, reason, why)
+    return unavailable(fid, AREA, title, reason, why, "remapped_rows")
 
 
 @per_gpu
@@ -261,9 +255,7 @@ def check_mig(gpu: dict[str, Any], snap: Snapshot) -> Finding:
     why = "With MIG on, a training job sees one slice of the GPU, not all of it (guide B §5.3)."
     current, pending = read(gpu, "mig_mode_current"), read(gpu, "mig_mode_pending")
     if isinstance(current, NA):
-        if "NOT_SUPPORTED" in current.reason:
-            return Finding(fid, AREA, title, Status.NOT_APPLICABLE, {"mig": current.reason}, why)
-        return unknown(fid, AREA, title, current.reason, why)
+        return unavailable(fid, AREA, title, current.reason, why, "mig")
     evidence = {"current": _on_off(current), "pending": _on_off(pending)}
     if current:
         fix = Fix(
@@ -363,9 +355,7 @@ def check_gpm(gpu: dict[str, Any], snap: Snapshot) -> Finding:
     if supported is False:
         return Finding(fid, AREA, title, Status.NOT_APPLICABLE, {"gpm": "not supported (pre-Hopper)"}, why)
     if isinstance(supported, NA):
-        if "NOT_SUPPORTED" in supported.reason or "not in this" in supported.reason:
-            return Finding(fid, AREA, title, Status.NOT_APPLICABLE, {"gpm": supported.reason}, why)
-        return unknown(fid, AREA, title, supported.reason, why)
+        return unavailable(fid, AREA, title, supported.reason, why, "gpm")
     if isinstance(sample, dict):
         return Finding(fid, AREA, title, Status.PASS, {"sample": sample}, why, guide="B §4.1")
     reason = sample.reason if isinstance(sample, NA) else "no sample"

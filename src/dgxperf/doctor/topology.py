@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from dgxperf.doctor.base import read, unknown
+from dgxperf.doctor.base import read, unavailable, unknown
 from dgxperf.hw.host import normalise_bdf
 from dgxperf.hw.snapshot import Snapshot
 from dgxperf.hw.specs import match_spec
@@ -111,8 +111,7 @@ def check_nvlinks(snap: Snapshot) -> Iterable[Finding]:
         fid, title = f"topology.nvlink.gpu{i}", f"GPU {i}: NVLink links"
         links = read(gpu, "nvlinks")
         if isinstance(links, NA):
-            status = Status.NOT_APPLICABLE if "NOT_SUPPORTED" in links.reason else Status.UNKNOWN
-            yield Finding(fid, AREA, title, status, {"nvlink": links.reason}, why)
+            yield unavailable(fid, AREA, title, links.reason, why, "nvlink")
             continue
         links = links or []
         active = [entry["link"] for entry in links if entry.get("active")]
