@@ -7,6 +7,7 @@ failure (a failed check), 2 usage error (bad flag or input), 3 a bug in dgxperf.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -31,6 +32,11 @@ app = typer.Typer(
 )
 runs_app = typer.Typer(help="Saved results: list, show and compare runs.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
+bench_app = typer.Typer(
+    help="Micro-benchmarks against the GPU's physical peaks: gemm, memory, pcie, p2p, nccl, all.",
+    no_args_is_help=True,
+)
+app.add_typer(bench_app, name="bench")
 
 console = Console()
 err_console = Console(stderr=True)
@@ -202,6 +208,297 @@ def doctor(
         if run_id is not None:
             console.print(f"saved as run {run_id} (dgxperf runs show {run_id})", style="dim")
     raise typer.Exit(EXIT_FAILURE if report.failed else EXIT_OK)
+
+
+# -- bench --------------------------------------------------------------------------------------------------
+
+DeviceOpt = Annotated[str, typer.Option("--device", help="cuda, or cpu to exercise the code without a GPU.")]
+GpuOpt = Annotated[int, typer.Option("--gpu", min=0, help="Which GPU (index).")]
+QuickOpt = Annotated[bool, typer.Option("--quick", help="Fewer sizes and repeats.")]
+BatchesOpt = Annotated[
+    int, typer.Option("--batches", min=3, help="Timed batches (median and spread over them).")
+]
+
+
+def _bench_device(kind: str, index: int) -> Any:
+    from dgxperf.bench.base import BenchError
+    from dgxperf.bench.device import open_device
+
+    try:
+        return open_device(kind, index)
+    except BenchError as exc:
+        usage_error(str(exc))
+
+
+def _run_bench(json_out: bool, label: str, work: Any) -> Any:
+    """Run ``work(progress)`` with a progress bar for people (stderr), none for --json; BenchError -> exit 2."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from dgxperf.bench.base import BenchError
+
+    try:
+        if json_out:
+            return work(None)
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err_console,
+            transient=True,
+        ) as bar:
+            task = bar.add_task(label, total=None)
+
+            def progress(done: int, total: int, what: str) -> None:
+                bar.update(task, completed=done, total=total, description=what)
+
+            return work(progress)
+    except BenchError as exc:
+        usage_error(str(exc))
+
+
+def _finish_bench(report: Any, json_out: bool) -> None:
+    from dgxperf.hw.fingerprint import collect_fingerprint
+    from dgxperf.render import render_bench
+
+    result = report.to_json()
+    result["run_id"] = save_run(
+        f"bench {report.suite}", result, collect_fingerprint(), "ok", report.summary_line()
+    )
+    if json_out:
+        print_json(result)
+    else:
+        render_bench(console, report)
+        if result["run_id"] is not None:
+            console.print(
+                f"saved as run {result['run_id']} (dgxperf runs show {result['run_id']})", style="dim"
+            )
+
+
+@bench_app.command("gemm")
+def bench_gemm(
+    json_out: JsonFlag = False,
+    dtype: Annotated[
+        list[str] | None, typer.Option("--dtype", help="fp64, fp32, tf32, bf16, fp16, fp8 (repeatable).")
+    ] = None,
+    shape: Annotated[
+        list[str] | None, typer.Option("--shape", help="N (square) or MxNxK (repeatable); default: a sweep.")
+    ] = None,
+    quick: QuickOpt = False,
+    batches: BatchesOpt = 10,
+    cooldown: Annotated[
+        float | None,
+        typer.Option("--cooldown", min=0, help="Idle seconds before each dtype (default 3, quick 1)."),
+    ] = None,
+    device: DeviceOpt = "cuda",
+    gpu: GpuOpt = 0,
+) -> None:
+    """Matrix-multiply TFLOP/s per dtype over square and training-like shapes, vs the datasheet peak."""
+    from contextlib import nullcontext
+
+    from dgxperf.bench import gemm
+    from dgxperf.bench.base import BenchError
+    from dgxperf.bench.suite import BenchReport
+    from dgxperf.hw.nvml import GpuSensor
+
+    dev = _bench_device(device, gpu)
+    try:
+        shapes = [gemm.parse_shape(s) for s in shape] if shape else gemm.default_shapes(quick)
+        dtypes = list(dtype) if dtype else [d for d in gemm.DTYPES if d != "fp8" or gemm.fp8_supported(dev)]
+        gemm.check_dtypes(dtypes, dev)
+    except BenchError as exc:
+        usage_error(str(exc))
+    pause = cooldown if cooldown is not None else (1.0 if quick else 3.0)
+    with GpuSensor(dev.index) if dev.cuda else nullcontext() as sensor:
+        measurements = _run_bench(
+            json_out,
+            "gemm",
+            lambda p: gemm.run(
+                dev, dtypes, shapes, batches=batches, cooldown_s=pause, sensor=sensor, progress=p
+            ),
+        )
+    settings = {"dtypes": dtypes, "shapes": [str(s) for s in shapes], "batches": batches, "cooldown_s": pause}
+    _finish_bench(BenchReport("gemm", dev, measurements, settings), json_out)
+
+
+@bench_app.command("memory")
+def bench_memory(
+    json_out: JsonFlag = False,
+    size: Annotated[str, typer.Option("--size", help="Buffer size, e.g. 4G.")] = "4G",
+    quick: QuickOpt = False,
+    batches: BatchesOpt = 10,
+    device: DeviceOpt = "cuda",
+    gpu: GpuOpt = 0,
+) -> None:
+    """Device-memory bandwidth: copy (read + write bytes), read-only and write-only, vs the HBM peak."""
+    from dgxperf.bench import memory
+    from dgxperf.bench.base import BenchError, parse_size
+    from dgxperf.bench.suite import BenchReport
+
+    dev = _bench_device(device, gpu)
+    try:
+        size_bytes = memory.QUICK_BYTES if quick else parse_size(size)
+    except BenchError as exc:
+        usage_error(str(exc))
+    measurements = _run_bench(
+        json_out, "memory", lambda p: memory.run(dev, size_bytes, batches=batches, progress=p)
+    )
+    _finish_bench(
+        BenchReport("memory", dev, measurements, {"size_bytes": size_bytes, "batches": batches}), json_out
+    )
+
+
+@bench_app.command("pcie")
+def bench_pcie(
+    json_out: JsonFlag = False,
+    size: Annotated[
+        list[str] | None, typer.Option("--size", help="Transfer sizes (repeatable), e.g. 256M.")
+    ] = None,
+    quick: QuickOpt = False,
+    batches: BatchesOpt = 10,
+    gpu: GpuOpt = 0,
+) -> None:
+    """Host-to-device and device-to-host bandwidth, pinned and pageable, vs the PCIe link's peak."""
+    from dgxperf.bench import pcie
+    from dgxperf.bench.base import BenchError, parse_size
+    from dgxperf.bench.suite import BenchReport
+    from dgxperf.hw.nvml import read_pcie_link
+
+    dev = _bench_device("cuda", gpu)
+    try:
+        sizes = [parse_size(s) for s in size] if size else list(pcie.QUICK_SIZES if quick else pcie.SIZES)
+    except BenchError as exc:
+        usage_error(str(exc))
+    link = read_pcie_link(gpu)
+    measurements = _run_bench(
+        json_out, "pcie", lambda p: pcie.run(dev, sizes, link, batches=batches, progress=p)
+    )
+    settings = {"sizes": sizes, "batches": batches, "pcie_link": link}
+    _finish_bench(BenchReport("pcie", dev, measurements, settings), json_out)
+
+
+@bench_app.command("p2p")
+def bench_p2p(
+    json_out: JsonFlag = False,
+    size: Annotated[str, typer.Option("--size", help="Copy size, e.g. 256M.")] = "256M",
+    batches: BatchesOpt = 10,
+) -> None:
+    """GPU-to-GPU copy bandwidth for every pair (NVLink vs PCIe paths); needs >= 2 GPUs."""
+    from dgxperf.bench import p2p
+    from dgxperf.bench.base import BenchError, parse_size
+    from dgxperf.bench.device import gpu_count
+    from dgxperf.bench.suite import BenchReport
+
+    dev = _bench_device("cuda", 0)
+    gpus = gpu_count()
+    try:
+        size_bytes = parse_size(size)
+        if gpus < 2:
+            raise BenchError(f"p2p needs at least 2 GPUs; this node has {gpus}")
+    except BenchError as exc:
+        usage_error(str(exc))
+    measurements = _run_bench(
+        json_out, "p2p", lambda p: p2p.run(gpus, size_bytes, batches=batches, progress=p)
+    )
+    _finish_bench(BenchReport("p2p", dev, measurements, {"size_bytes": size_bytes, "gpus": gpus}), json_out)
+
+
+@bench_app.command("nccl")
+def bench_nccl(
+    json_out: JsonFlag = False,
+    begin: Annotated[str, typer.Option("-b", "--minbytes", help="Smallest message, e.g. 8 or 1M.")] = "8",
+    end: Annotated[str, typer.Option("-e", "--maxbytes", help="Largest message, e.g. 128M or 8G.")] = "128M",
+    factor: Annotated[float, typer.Option("-f", "--stepfactor", help="Size multiplier between steps.")] = 2.0,
+    op: Annotated[list[str] | None, typer.Option("--op", help="Collective(s); default: all.")] = None,
+    dtype: Annotated[str, typer.Option("--dtype", "-d", help="float32, float16, bfloat16, ...")] = "float32",
+    reduce_op: Annotated[str, typer.Option("--reduce-op", "-o", help="sum, prod, min, max, avg.")] = "sum",
+    gpus: Annotated[
+        int, typer.Option("--gpus", "-g", min=1, help="Processes/GPUs on this node (torchrun).")
+    ] = 1,
+    iters: Annotated[int, typer.Option("--iters", "-n", min=1, help="Collectives per timed batch.")] = 20,
+    warmup: Annotated[int, typer.Option("--warmup", "-w", min=0, help="Untimed collectives first.")] = 5,
+    batches: BatchesOpt = 5,
+    check: Annotated[bool, typer.Option("--check/--no-check", help="Count wrong elements per size.")] = True,
+    backend: Annotated[
+        str | None, typer.Option("--backend", help="nccl or gloo (default: nccl with GPUs).")
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds before a launched run is stopped.")
+    ] = 1800,
+) -> None:
+    """Collectives like nccl-tests: time, algbw, busbw (nccl-tests' formulas) and #wrong per size.
+
+    With --gpus N it starts torchrun itself; run under torchrun/srun (WORLD_SIZE set) it acts as one rank.
+    """
+    from dgxperf.bench import nccl
+    from dgxperf.bench.base import BenchError, parse_size
+    from dgxperf.bench.device import gpu_count, open_device
+    from dgxperf.bench.suite import BenchReport
+
+    try:
+        config = nccl.NcclConfig(
+            ops=list(op) if op else list(nccl.OPS),
+            begin=parse_size(begin),
+            end=parse_size(end),
+            factor=factor,
+            dtype=dtype,
+            reduce_op=reduce_op,
+            warmup=warmup,
+            iters=iters,
+            batches=batches,
+            check=check,
+            backend=backend,
+        )
+        config.validate()
+        if backend is None and gpus > 1 and gpu_count() < gpus:
+            raise BenchError(
+                f"asked for {gpus} GPUs, this node has {gpu_count()}"
+                + ("" if gpu_count() else f" (--backend gloo runs {gpus} CPU processes instead)")
+            )
+    except BenchError as exc:
+        usage_error(str(exc))
+    under_launcher = "WORLD_SIZE" in os.environ
+    result = _run_bench(
+        True,
+        "nccl",
+        lambda p: (
+            nccl.run_collectives(config)
+            if under_launcher or gpus == 1
+            else nccl.launch(config, gpus, dict(os.environ), timeout_s=timeout)
+        ),
+    )
+    if result is None:  # a non-zero rank under torchrun: rank 0 reports
+        raise typer.Exit(EXIT_OK)
+    try:
+        dev = open_device("cuda" if result.backend == "nccl" else "cpu", 0)
+    except BenchError:
+        dev = open_device("cpu", 0)
+    payload = result.to_json()
+    report = BenchReport(
+        "nccl",
+        dev,
+        result.measurements,
+        {"config": dataclasses.asdict(config), "ranks": result.ranks},
+        notes=list(result.notes),
+        extra={"nccl": {k: v for k, v in payload.items() if k not in ("measurements", "schema")}},
+    )
+    wrong = sum(int(m.extra.get("wrong", 0) or 0) for m in result.measurements)
+    _finish_bench(report, json_out)
+    if wrong:
+        err_console.print(f"[bold red]{wrong} wrong elements[/]: the collectives returned wrong results")
+        raise typer.Exit(EXIT_FAILURE)
+
+
+@bench_app.command("all")
+def bench_all(json_out: JsonFlag = False, quick: QuickOpt = False, gpu: GpuOpt = 0) -> None:
+    """The whole suite on this node (--quick: within about a minute on one H200)."""
+    from dgxperf.bench.suite import run_all
+
+    dev = _bench_device("cuda", gpu)
+    report = _run_bench(
+        json_out, "bench all", lambda p: run_all(dev, quick=quick, env=dict(os.environ), progress=p)
+    )
+    _finish_bench(report, json_out)
 
 
 # -- validate -----------------------------------------------------------------------------------------------

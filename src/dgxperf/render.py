@@ -194,3 +194,107 @@ def render_comparison(console: Console, a: RunRecord, b: RunRecord, comparison: 
         console.print(table)
     else:
         console.print("same results")
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "—" if value is None else f"{value:,.{digits}f}"
+
+
+def render_bench(console: Console, report: Any) -> None:
+    """One table per benchmark family in the report, then the notes."""
+    device = report.device
+    spec = f" ({device.spec.key})" if device.spec else " (not in the datasheet table: no % of peak)"
+    console.print(f"[bold]dgxperf bench {report.suite}[/] — {device.name}{spec}", highlight=False)
+    by_bench: dict[str, list[Any]] = {}
+    for m in report.measurements:
+        by_bench.setdefault(m.bench, []).append(m)
+    for bench, items in by_bench.items():
+        if bench == "nccl":
+            _render_nccl(console, items, report.extra.get("nccl", {}))
+            continue
+        if bench == "p2p":
+            _render_p2p(console, report.summary().get("p2p_gbs", []))
+            continue
+        table = Table(title=bench, title_justify="left", title_style="bold cyan")
+        for column, justify in (
+            ("test", "left"),
+            ("value", "right"),
+            ("unit", "left"),
+            ("% of peak", "right"),
+            ("peak", "right"),
+            ("median", "right"),
+            ("spread p10-p90", "right"),
+        ):
+            table.add_column(column, justify=justify)  # type: ignore[arg-type]
+        for m in items:
+            median_ms = m.timing.median_s * 1e3
+            table.add_row(
+                m.name,
+                _fmt(m.value, 1),
+                m.unit,
+                _fmt(m.pct_of_peak, 1),
+                _fmt(m.peak, 0),
+                f"{median_ms:.3f} ms",
+                f"{100 * m.timing.spread:.1f}%",
+            )
+        console.print(table)
+    summary = report.summary()
+    if "gemm" in summary:
+        best = ", ".join(
+            f"{dtype} {b['tflops']:.0f} TFLOP/s at {b['shape']}"
+            + (f" ({b['pct_of_peak']:.0f}%)" if b["pct_of_peak"] else "")
+            for dtype, b in summary["gemm"].items()
+        )
+        console.print(f"best GEMM: {best}", highlight=False)
+    for note in report.notes:
+        console.print(f"note: {note}", style="dim")
+
+
+def _render_p2p(console: Console, matrix: list[list[float | None]]) -> None:
+    table = Table(title="p2p copy GB/s (row -> column)", title_justify="left", title_style="bold cyan")
+    table.add_column("")
+    for j in range(len(matrix)):
+        table.add_column(f"gpu{j}", justify="right")
+    for i, row in enumerate(matrix):
+        table.add_row(f"gpu{i}", *["X" if v is None else f"{v:.1f}" for v in row])
+    console.print(table)
+
+
+def _render_nccl(console: Console, items: list[Any], info: dict[str, Any]) -> None:
+    ranks = items[0].params.get("ranks") if items else "?"
+    console.print(
+        f"[bold cyan]nccl[/] — {ranks} rank(s), backend {info.get('backend', '?')}, "
+        f"NCCL {info.get('nccl_version') or '—'}",
+        highlight=False,
+    )
+    ops: dict[str, list[Any]] = {}
+    for m in items:
+        ops.setdefault(m.params["op"], []).append(m)
+    for op, measured in ops.items():
+        table = Table(title=op, title_justify="left")
+        for column in (
+            "size",
+            "count",
+            "type",
+            "placement",
+            "time (us)",
+            "algbw GB/s",
+            "busbw GB/s",
+            "#wrong",
+        ):
+            table.add_column(column, justify="right")
+        for m in measured:
+            table.add_row(
+                str(m.params["size_bytes"]),
+                str(m.params.get("count", "")),
+                str(m.params.get("dtype", "")),
+                "in" if m.params.get("inplace") else "out",
+                _fmt(m.extra.get("time_us"), 1),
+                _fmt(m.extra.get("algbw_gbs"), 2),
+                _fmt(m.extra.get("busbw_gbs"), 2),
+                "N/A" if m.extra.get("wrong") is None else str(m.extra["wrong"]),
+            )
+        console.print(table)
+    avg = info.get("avg_busbw", {})
+    if avg:
+        console.print("avg bus bandwidth: " + ", ".join(f"{op} {bw:.2f} GB/s" for op, bw in avg.items()))

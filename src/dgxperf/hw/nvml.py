@@ -496,3 +496,66 @@ def _process_name(root: Path, pid: Any) -> str | NA:
         return (root / "proc" / str(pid) / "comm").read_text().strip()
     except OSError as exc:
         return NA(f"cannot read /proc/{pid}/comm: {exc.strerror or exc}")
+
+
+def read_pcie_link(index: int, lib: Any = None) -> dict[str, Any]:
+    """One GPU's PCIe link (generation and width, max and current) for `bench pcie`'s peak; NA-safe."""
+    with nvml_session(lib) as nv:
+        if isinstance(nv, NA):
+            return {"error": nv.reason}
+        try:
+            handle = nv.lib.nvmlDeviceGetHandleByIndex(index)
+        except nv.lib.NVMLError as exc:
+            return {"error": error_text(nv.lib, exc)}
+        link = {
+            "gen_max": nv.query("nvmlDeviceGetMaxPcieLinkGeneration", handle),
+            "width_max": nv.query("nvmlDeviceGetMaxPcieLinkWidth", handle),
+            "gen_current": nv.query("nvmlDeviceGetCurrPcieLinkGeneration", handle),
+            "width_current": nv.query("nvmlDeviceGetCurrPcieLinkWidth", handle),
+        }
+        return {k: (None if isinstance(v, NA) else v) for k, v in link.items()}
+
+
+class GpuSensor:
+    """Clocks, temperature, power and throttle reasons of one GPU, read during a benchmark.
+
+    A benchmark's figure depends on the clocks it ran at (power and thermal limits lower them under long
+    loads), so bench records them next to each figure. One NVML session for the sensor's lifetime.
+    """
+
+    def __init__(self, index: int, lib: Any = None) -> None:
+        self.index = index
+        self._context = nvml_session(lib)
+        self._nv = self._context.__enter__()
+        self._handle: Any = None
+        if not isinstance(self._nv, NA):
+            try:
+                self._handle = self._nv.lib.nvmlDeviceGetHandleByIndex(index)
+            except self._nv.lib.NVMLError as exc:
+                self._nv = NA(error_text(self._nv.lib, exc))
+
+    def read(self) -> dict[str, Any]:
+        if isinstance(self._nv, NA):
+            return {"error": self._nv.reason}
+        nv, h = self._nv, self._handle
+        lib = nv.lib
+        mask = nv.first(
+            ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"), h
+        )
+        reading = {
+            "sm_mhz": nv.query("nvmlDeviceGetClockInfo", h, getattr(lib, "NVML_CLOCK_SM", 1)),
+            "mem_mhz": nv.query("nvmlDeviceGetClockInfo", h, getattr(lib, "NVML_CLOCK_MEM", 2)),
+            "temperature_c": nv.query("nvmlDeviceGetTemperature", h, getattr(lib, "NVML_TEMPERATURE_GPU", 0)),
+            "power_w": _watts(nv.query("nvmlDeviceGetPowerUsage", h)),
+            "throttle": _reason_names(mask),
+        }
+        return {k: (None if isinstance(v, NA) else v) for k, v in reading.items()}
+
+    def close(self) -> None:
+        self._context.__exit__(None, None, None)
+
+    def __enter__(self) -> GpuSensor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
