@@ -20,14 +20,19 @@ from dgxperf.hw.nvml import GpuSensor, read_pcie_link
 ROUNDS = 3
 
 
-def plain_seconds_per_op(fn, seconds=0.2):
-    """The simplest honest timing: as many ops as fill about `seconds`, between two synchronisations."""
+def plain_seconds_per_op(fn, seconds=0.2, preload=0.0):
+    """The simplest honest timing: as many ops as fill about `seconds`, between two synchronisations.
+
+    `preload` seconds of the same op first, for the sustained (power-limited) state."""
     fn()
     torch.cuda.synchronize()
     start = time.perf_counter()
     fn()
     torch.cuda.synchronize()
-    n = max(1, int(seconds / max(time.perf_counter() - start, 1e-6)))
+    one = max(time.perf_counter() - start, 1e-6)
+    for _ in range(int(preload / one)):
+        fn()
+    n = max(1, int(seconds / one))
     torch.cuda.synchronize()
     start = time.perf_counter()
     for _ in range(n):
@@ -36,10 +41,10 @@ def plain_seconds_per_op(fn, seconds=0.2):
     return (time.perf_counter() - start) / n
 
 
-def plain_gemm(m, n, k):
+def plain_gemm(m, n, k, seconds, preload):
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-    return 2 * m * n * k / plain_seconds_per_op(lambda: a @ b) / 1e12
+    return 2 * m * n * k / plain_seconds_per_op(lambda: a @ b, seconds, preload) / 1e12
 
 
 def plain_copy(size_bytes):
@@ -76,11 +81,21 @@ def main():
         for size in (4096, 8192):
             shape = gemm.Shape("square", size, size, size)
             results.append(alternate(
-                f"bf16 GEMM {shape}",
-                lambda: gemm.measure("bf16", shape, device, batches=10, sensor=sensor),
-                lambda: plain_gemm(size, size, size),
+                f"bf16 GEMM {shape} sustained",
+                lambda: gemm.measure("bf16", shape, device, batches=10, preload_s=0.5, sensor=sensor),
+                lambda: plain_gemm(size, size, size, seconds=0.2, preload=0.5),
             ))
-            time.sleep(2)
+
+        def rested(fn):
+            time.sleep(3)  # idle, so the boost clocks are back, as before dgxperf's burst measurement
+            return fn()
+
+        shape = gemm.Shape("square", 4096, 4096, 4096)
+        results.append(alternate(
+            f"bf16 GEMM {shape} burst",
+            lambda: rested(lambda: gemm.measure("bf16", shape, device, batches=5, mode="burst", sensor=sensor)),
+            lambda: rested(lambda: plain_gemm(4096, 4096, 4096, seconds=0.025, preload=0.0)),
+        ))
         copy_bytes = 4 << 30
         results.append(alternate(
             "device copy 4 GiB",

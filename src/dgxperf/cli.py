@@ -288,7 +288,9 @@ def bench_gemm(
     batches: BatchesOpt = 10,
     cooldown: Annotated[
         float | None,
-        typer.Option("--cooldown", min=0, help="Idle seconds before each dtype (default 3, quick 1)."),
+        typer.Option(
+            "--cooldown", min=0, help="Idle seconds before each burst measurement (default 3, quick 1)."
+        ),
     ] = None,
     device: DeviceOpt = "cuda",
     gpu: GpuOpt = 0,
@@ -314,7 +316,14 @@ def bench_gemm(
             json_out,
             "gemm",
             lambda p: gemm.run(
-                dev, dtypes, shapes, batches=batches, cooldown_s=pause, sensor=sensor, progress=p
+                dev,
+                dtypes,
+                shapes,
+                batches=batches,
+                cooldown_s=pause,
+                preload_s=0.3 if quick else 0.5,
+                sensor=sensor,
+                progress=p,
             ),
         )
     settings = {"dtypes": dtypes, "shapes": [str(s) for s in shapes], "batches": batches, "cooldown_s": pause}

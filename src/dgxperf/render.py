@@ -240,14 +240,33 @@ def render_bench(console: Console, report: Any) -> None:
         console.print(table)
     summary = report.summary()
     if "gemm" in summary:
-        best = ", ".join(
-            f"{dtype} {b['tflops']:.0f} TFLOP/s at {b['shape']}"
-            + (f" ({b['pct_of_peak']:.0f}%)" if b["pct_of_peak"] else "")
-            for dtype, b in summary["gemm"].items()
-        )
-        console.print(f"best GEMM: {best}", highlight=False)
+        _render_gemm_best(console, summary["gemm"])
     for note in report.notes:
         console.print(f"note: {note}", style="dim")
+
+
+def _render_gemm_best(console: Console, best: dict[str, Any]) -> None:
+    table = Table(title="best GEMM per dtype", title_justify="left", title_style="bold cyan")
+    columns = ("dtype", "shape", "sustained TFLOP/s", "%peak", "SM MHz", "burst TFLOP/s", "%peak ", "SM MHz ")
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("dtype", "shape") else "right")
+    for dtype, b in best.items():
+        table.add_row(
+            dtype,
+            b["shape"],
+            _fmt(b["tflops"], 1),
+            _fmt(b["pct_of_peak"], 1),
+            str(b.get("sm_mhz") or "—"),
+            _fmt(b.get("burst_tflops"), 1),
+            _fmt(b.get("burst_pct_of_peak"), 1),
+            str(b.get("burst_sm_mhz") or "—"),
+        )
+    console.print(table)
+    console.print(
+        "sustained: after a pre-load, at the clocks a long training step sees; "
+        "burst: a 25 ms window after an idle pause (boost clocks)",
+        style="dim",
+    )
 
 
 def _render_p2p(console: Console, matrix: list[list[float | None]]) -> None:

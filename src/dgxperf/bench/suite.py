@@ -39,7 +39,8 @@ class BenchReport:
         summary = self.summary()
         for dtype, best in summary.get("gemm", {}).items():
             if dtype in ("bf16", "fp8"):
-                parts.append(f"{dtype} {best['tflops']:.0f} TFLOP/s")
+                burst = f" ({best['burst_tflops']:.0f} burst)" if "burst_tflops" in best else ""
+                parts.append(f"{dtype} {best['tflops']:.0f} TFLOP/s{burst}")
         if "copy" in summary.get("memory", {}):
             parts.append(f"copy {summary['memory']['copy']['gbs'] / 1000:.2f} TB/s")
         if "h2d_pinned" in summary.get("pcie", {}):
@@ -119,6 +120,7 @@ def run_all(
             gemm.default_shapes(quick),
             batches=batches,
             cooldown_s=1.0 if quick else 3.0,
+            preload_s=0.3 if quick else 0.5,
             sensor=sensor,
             progress=progress,
         )
