@@ -46,10 +46,31 @@ def test_fp8_needs_compute_capability_8_9() -> None:
 def test_a_cpu_run_reports_flops_over_time() -> None:
     cpu = open_device("cpu")
     shape = gemm.Shape("square", 128, 128, 128)
-    (m,) = gemm.run(cpu, ["fp32"], [shape], batches=3)
-    assert m.unit == "TFLOP/s" and m.peak is None
-    assert m.value == pytest.approx(shape.flops / m.timing.median_s / 1e12)
-    assert gemm.best_per_dtype([m])["fp32"]["shape"] == "128x128x128"
+    sustained, burst = gemm.run(cpu, ["fp32"], [shape], batches=3, preload_s=0.01)
+    assert sustained.params["mode"] == "sustained" and burst.params["mode"] == "burst"
+    assert burst.name.endswith("burst")
+    for m in (sustained, burst):
+        assert m.unit == "TFLOP/s" and m.peak is None
+        assert m.value == pytest.approx(shape.flops / m.timing.median_s / 1e12)
+    best = gemm.best_per_dtype([sustained, burst])["fp32"]
+    assert best["shape"] == "128x128x128"
+    assert best["tflops"] == round(sustained.value, 2) and best["burst_tflops"] == round(burst.value, 2)
+
+
+def test_the_burst_runs_on_the_best_sustained_shape() -> None:
+    cpu = open_device("cpu")
+    shapes = [gemm.Shape("square", 32, 32, 32), gemm.Shape("square", 192, 192, 192)]
+    results = gemm.run(cpu, ["fp32"], shapes, batches=3, preload_s=0.0)
+    sustained = [m for m in results if m.params["mode"] == "sustained"]
+    (burst,) = [m for m in results if m.params["mode"] == "burst"]
+    best = max(sustained, key=lambda m: m.value)
+    assert (burst.params["m"], burst.params["n"], burst.params["k"]) == (
+        best.params["m"],
+        best.params["n"],
+        best.params["k"],
+    )
+    with pytest.raises(BenchError, match="mode"):
+        gemm.measure("fp32", shapes[0], cpu, batches=3, mode="peak")
 
 
 def test_default_shapes_include_training_shapes() -> None:
