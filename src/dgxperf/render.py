@@ -317,3 +317,54 @@ def _render_nccl(console: Console, items: list[Any], info: dict[str, Any]) -> No
     avg = info.get("avg_busbw", {})
     if avg:
         console.print("avg bus bandwidth: " + ", ".join(f"{op} {bw:.2f} GB/s" for op, bw in avg.items()))
+
+
+def render_recipe_diff(console: Console, a: str, b: str, rows: list[tuple[str, Any, Any]]) -> None:
+    table = Table(title=f"recipe {a} vs {b}", title_justify="left")
+    for column in ("field", a, b):
+        table.add_column(column)
+    for field, va, vb in rows:
+        table.add_row(field, str(va), str(vb))
+    console.print(table)
+
+
+def render_train(console: Console, result: dict[str, Any]) -> None:
+    world = result["world"]
+    model = result["model"]
+    console.print(
+        f"[bold]dgxperf train[/] — recipe {result['recipe']} — preset {result['config']['preset']} "
+        f"({model['params'] / 1e6:.1f}M params) — {world['world_size']} x {world.get('gpu') or world['device']} "
+        f"— global batch {result['global_batch']}, lr {result['lr']:.3g}",
+        highlight=False,
+    )
+    table = Table(title_justify="left")
+    for column in (
+        "epoch",
+        "time s",
+        "samples/s",
+        "real tokens/s",
+        "padding",
+        "MFU",
+        "peak mem GB",
+        "dev acc",
+        "dev F1",
+    ):
+        table.add_column(column, justify="right")
+    for e in result["epochs"]:
+        table.add_row(
+            str(e["epoch"]) + (" (resumed)" if e.get("resumed_mid_epoch") else ""),
+            _fmt(e["epoch_seconds"], 1),
+            _fmt(e["samples_per_s"], 0),
+            _fmt(e["real_tokens_per_s"], 0),
+            f"{100 * (e['padding_share'] or 0):.0f}%",
+            "—" if e.get("mfu") is None else f"{100 * e['mfu']:.1f}%",
+            "—" if not e.get("peak_memory_bytes") else f"{e['peak_memory_bytes'] / 1e9:.1f}",
+            f"{e['dev_accuracy']:.4f}",
+            f"{e['dev_macro_f1']:.4f}",
+        )
+    console.print(table)
+    test = result["test"]
+    console.print(
+        f"test: accuracy {test['accuracy']:.4f}, macro-F1 {test['macro_f1']:.4f} ({test['samples']} samples)"
+    )
+    console.print(f"run folder: {result['out_dir']}", style="dim")

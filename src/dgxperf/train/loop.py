@@ -1,0 +1,610 @@
+"""The training loop, readable top to bottom: data -> model -> wrappers -> optimizer -> epochs -> report.
+
+One function, :func:`train`, runs one recipe on one process (a torchrun rank, or the only process). What
+a recipe switches on (precision, padding, DDP flags, compile, accumulation with no_sync) is applied here
+or in ``parallel.py``; the model file knows nothing of it. Throughput is timed over windows bounded by
+device synchronisations, and evaluation and checkpointing are kept out of the timed training seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from dgxperf import __version__
+from dgxperf.train import checkpoint, parallel
+from dgxperf.train.flops import flops_for_batch
+from dgxperf.train.metrics import ThroughputMeter, scores
+from dgxperf.train.recipes import TrainConfig
+
+TRAIN_SCHEMA = "dgxperf.train/1"
+SYNTHETIC_VOCAB = 21128  # bert-base-chinese's vocabulary: the shapes of ANCHORS.md
+
+
+class TrainError(Exception):
+    """A run that cannot go on, with what to do: non-finite loss, out of memory, bad data or checkpoint."""
+
+
+@dataclasses.dataclass
+class RunOptions:
+    out_dir: Path
+    cache_dir: Path
+    device: str = "cuda"
+    resume: bool = False
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    gemm_ceiling_tflops: float | None = None
+    on_log: Callable[[dict[str, Any]], None] | None = None
+    keep_checkpoints: int = 2
+    checkpoints: bool = True
+
+
+@dataclasses.dataclass
+class Prepared:
+    """Data and model, ready to train."""
+
+    task: Any  # EncodedTask
+    model_config: Any  # ModelConfig
+    data_info: dict[str, Any]
+
+
+# -- data ---------------------------------------------------------------------------------------------------
+
+
+def prepare_data(config: TrainConfig, options: RunOptions, context: parallel.RunContext) -> Prepared:
+    """Load, split, tokenize and encode (rank 0 builds the cache; the other ranks then read it)."""
+    from dgxperf.train import data as data_mod
+    from dgxperf.train.model import preset
+    from dgxperf.train.tokenizer import build_tokenizer, load_tokenizer
+
+    def build() -> tuple[Any, dict[str, Any]]:
+        if config.task == "synthetic":
+            task = data_mod.synthetic_task(
+                SYNTHETIC_VOCAB, config.max_len, config.synthetic_samples, 2, config.seed
+            )
+            return task, {"task": "synthetic", "samples": config.synthetic_samples}
+        if config.task == "files":
+            assert config.train_file is not None
+            text = data_mod.load_files(
+                config.train_file, config.dev_file, config.test_file, seed=config.data_seed
+            )
+        else:
+            text = data_mod.load_sentiment(config.data_dir, seed=config.data_seed)
+        tokenizer_path = options.out_dir / "tokenizer.json"
+        # Rank 0 trains the tokenizer; the others read its file (WordPiece training is not deterministic,
+        # huggingface/tokenizers#1794, so every rank must use rank 0's vocabulary).
+        if (options.resume or not context.is_main) and tokenizer_path.exists():
+            tokenizer = load_tokenizer(tokenizer_path)
+        else:
+            tokenizer = build_tokenizer(config.tokenizer, text.texts("train"))
+            if context.is_main:
+                tokenizer.save(tokenizer_path)
+        task = data_mod.encoded_cached(text, tokenizer, config.max_len, options.cache_dir)
+        info = {"task": text.name, "stats": text.stats().to_json(), "encoded": task.to_json()}
+        return task, info
+
+    if context.is_main:
+        task, info = build()
+        context.barrier()
+    else:
+        context.barrier()
+        task, info = build()
+    if config.train_samples is not None and config.task != "synthetic":
+        task = data_mod.subset_task(task, config.train_samples, seed=config.data_seed)
+        info["subset"] = {s: len(task.split(s)) for s in ("train", "dev", "test")}
+    model_config = preset(
+        config.preset,
+        vocab_size=task.vocab_size,
+        num_labels=task.num_labels,
+        max_len=config.max_len,
+        pre_ln=config.pre_ln,
+        dropout=config.dropout,
+        attn_dropout=config.attn_dropout,
+        ln_fp32=config.ln_fp32,
+    )
+    return Prepared(task, model_config, info)
+
+
+def make_loader(
+    split: Any, config: TrainConfig, context: parallel.RunContext, *, train: bool
+) -> tuple[Any, Any]:
+    """A DataLoader over ``split`` with the recipe's padding, bucketing, workers and pinning."""
+    import torch
+
+    from dgxperf.train.data import BucketBatchSampler, Collator, EncodedDataset, make_batch_sampler
+
+    if train:
+        sampler = make_batch_sampler(
+            split,
+            config.batch_size,
+            bucketed=config.bucketing,
+            seed=config.seed,
+            rank=context.rank,
+            world_size=context.world_size,
+        )
+        pad_to = config.max_len if config.padding == "max" else None
+    else:
+        # Evaluation: every sample once, grouped by length (the order does not change the scores).
+        sampler = BucketBatchSampler(
+            split.lengths,
+            config.eval_batch_size,
+            shuffle=False,
+            rank=context.rank,
+            world_size=context.world_size,
+            even=False,
+        )
+        pad_to = None
+    collate = Collator(pad_to=pad_to, multiple_of=config.pad_multiple, cap=config.max_len)
+    loader = torch.utils.data.DataLoader(
+        EncodedDataset(split),
+        batch_sampler=sampler,
+        collate_fn=collate,
+        num_workers=effective_workers(config, context) if train else 0,
+        pin_memory=config.pin_memory and context.cuda,
+        # Its own generator: creating an iterator draws a seed, which must not move the global RNG that
+        # dropout uses, or a resumed run would draw different dropout masks than an uninterrupted one.
+        generator=torch.Generator().manual_seed(config.seed),
+    )
+    return loader, sampler
+
+
+def effective_workers(config: TrainConfig, context: parallel.RunContext) -> int:
+    """The recipe's DataLoader workers, capped so every rank keeps a core of its own for the main loop."""
+    cores = os.cpu_count() or 1
+    return min(config.num_workers, max(0, cores // context.world_size - 1))
+
+
+# -- optimizer and schedule ------------------------------------------------------------------------------
+
+
+def make_optimizer(model: Any, config: TrainConfig, lr: float, context: parallel.RunContext) -> Any:
+    """AdamW with no weight decay on biases, LayerNorm and embeddings (BERT's practice)."""
+    import torch
+
+    decay: list[Any] = []
+    no_decay: list[Any] = []
+    for name, param in model.named_parameters():
+        if not param.requires_grad:
+            continue
+        (no_decay if param.ndim < 2 or "emb" in name else decay).append(param)
+    groups = [
+        {"params": decay, "weight_decay": config.weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+    kwargs: dict[str, Any] = {"lr": lr, "betas": (config.beta1, config.beta2), "eps": config.eps}
+    if config.fused_optimizer:
+        kwargs["fused"] = True
+    try:
+        return torch.optim.AdamW(groups, **kwargs)
+    except (
+        RuntimeError
+    ) as exc:  # fused AdamW unavailable for this device/dtype: say so, do not fall back silently
+        raise TrainError(
+            f"fused AdamW is not available here ({exc}); use --set fused_optimizer=false"
+        ) from exc
+
+
+def make_schedule(optimizer: Any, config: TrainConfig, total_steps: int) -> Any:
+    """Linear warm-up over ``warmup_ratio`` of the steps, then linear decay to 0, cosine, or constant."""
+    import torch
+
+    warmup = max(1, int(config.warmup_ratio * total_steps)) if config.warmup_ratio > 0 else 0
+
+    def factor(step: int) -> float:
+        if warmup and step < warmup:
+            return (step + 1) / warmup
+        if config.schedule == "constant":
+            return 1.0
+        progress = min(1.0, (step - warmup) / max(1, total_steps - warmup))
+        if config.schedule == "cosine":
+            return 0.5 * (1 + math.cos(math.pi * progress))
+        return max(0.0, 1.0 - progress)
+
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+
+# -- evaluation ------------------------------------------------------------------------------------------
+
+
+def evaluate(
+    model: Any, split: Any, config: TrainConfig, context: parallel.RunContext, num_labels: int
+) -> dict[str, float]:
+    """Accuracy and macro-F1 over the whole split, summed across ranks (each evaluates its share)."""
+    import torch
+
+    loader, _ = make_loader(split, config, context, train=False)
+    n = num_labels
+    matrix = torch.zeros(n, n, dtype=torch.long, device=context.device)
+    loss_sum = torch.zeros((), dtype=torch.float64, device=context.device)
+    was_training = model.training
+    model.eval()
+    with torch.no_grad(), autocast(config, context):
+        for batch in loader:
+            ids = batch["input_ids"].to(context.device, non_blocking=config.non_blocking)
+            mask = batch["attention_mask"].to(context.device, non_blocking=config.non_blocking)
+            labels = batch["labels"].to(context.device, non_blocking=config.non_blocking)
+            full = batch["real_tokens"] == ids.numel()
+            logits = model(ids, None if full else mask)
+            loss_sum += torch.nn.functional.cross_entropy(logits.float(), labels, reduction="sum").double()
+            preds = logits.argmax(dim=-1)
+            matrix.index_put_((labels, preds), torch.ones_like(labels), accumulate=True)
+    if context.distributed:
+        import torch.distributed as dist
+
+        dist.all_reduce(matrix)
+        dist.all_reduce(loss_sum)
+    model.train(was_training)
+    result = scores(matrix.tolist())
+    result["loss"] = float(loss_sum.item()) / max(1, int(result["samples"]))
+    return result
+
+
+def autocast(config: TrainConfig, context: parallel.RunContext) -> Any:
+    import torch
+
+    dtype = parallel.autocast_dtype(config)
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=context.device.type, dtype=dtype)
+
+
+# -- the loop --------------------------------------------------------------------------------------------
+
+
+def train(config: TrainConfig, options: RunOptions) -> dict[str, Any] | None:
+    """Run ``config`` on this process; rank 0 returns the result (``None`` on the other ranks)."""
+    import torch
+
+    config.validate()
+    context = parallel.setup(config, options.env, want_cuda=options.device == "cuda")
+    try:
+        return _train(config, options, context)
+    except torch.cuda.OutOfMemoryError as exc:
+        accum = config.grad_accum * 2
+        raise TrainError(
+            f"CUDA out of memory with micro-batch {config.batch_size} x {config.max_len} tokens on "
+            f"{context.device}: try --set batch_size={max(1, config.batch_size // 2)} --set grad_accum={accum} "
+            f"(the same global batch), or a smaller preset ({exc.__class__.__name__})"
+        ) from exc
+    finally:
+        parallel.teardown(context)
+
+
+def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContext) -> dict[str, Any] | None:
+    import torch
+
+    from dgxperf.hw.specs import match_spec, peak_tflops
+    from dgxperf.train.model import Encoder, param_count
+
+    started_wall = time.perf_counter()
+    options.out_dir.mkdir(parents=True, exist_ok=True)
+    ckpt_dir = options.out_dir / "checkpoints"
+    torch.manual_seed(config.seed)  # identical initial weights on every rank
+    prepared = prepare_data(config, options, context)
+    task, model_config = prepared.task, prepared.model_config
+
+    parallel.set_precision_flags(config)
+    if config.memory_fraction is not None and context.cuda:
+        torch.cuda.set_per_process_memory_fraction(config.memory_fraction, context.device)
+    core = Encoder(model_config).to(context.device)
+    model: Any = core
+    if config.compile and config.compile_scope == "blocks":
+        parallel.compile_blocks(core, config)
+    ddp = parallel.wrap_ddp(core, config, context) if context.distributed else None
+    if ddp is not None:
+        model = ddp
+    if config.compile and config.compile_scope == "model":
+        model = torch.compile(model, mode=config.compile_mode, dynamic=False)
+
+    loader, sampler = make_loader(task.train, config, context, train=True)
+    micro_per_epoch = len(sampler)
+    if micro_per_epoch == 0:
+        raise TrainError(
+            f"the training split ({len(task.train)} samples) gives no batch of {config.batch_size} "
+            f"on each of {context.world_size} ranks: lower batch_size"
+        )
+    steps_per_epoch = math.ceil(micro_per_epoch / config.grad_accum)
+    total_steps = config.max_steps or steps_per_epoch * config.epochs
+    global_batch = config.batch_size * config.grad_accum * context.world_size
+    lr = config.effective_lr(global_batch)
+    optimizer = make_optimizer(core, config, lr, context)
+    schedule = make_schedule(optimizer, config, total_steps)
+    scaler = (
+        torch.amp.GradScaler(
+            context.device.type,
+            init_scale=config.scaler_init_scale,
+            growth_factor=config.scaler_growth_factor,
+            backoff_factor=config.scaler_backoff_factor,
+            growth_interval=config.scaler_growth_interval,
+        )
+        if config.precision == "fp16"
+        else None
+    )
+
+    step, epoch, consumed = 0, 0, 0
+    history: list[dict[str, Any]] = []
+    if options.resume:
+        latest = checkpoint.latest(ckpt_dir)
+        if latest is None:
+            raise TrainError(f"--resume: no checkpoint in {ckpt_dir}")
+        state, rng = checkpoint.load(latest, rank=context.rank)
+        if state.get("config") != dataclasses.asdict(config):
+            raise TrainError(f"--resume: {latest} was written with another recipe; use the same flags")
+        core.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        schedule.load_state_dict(state["schedule"])
+        if scaler is not None and state.get("scaler"):
+            scaler.load_state_dict(state["scaler"])
+        sampler.load_state_dict(state["sampler"])
+        step, epoch, consumed = state["step"], state["epoch"], state["sampler"]["position"]
+        history = state["history"]
+        if rng is not None:
+            checkpoint.set_rng_state(rng)
+        _truncate_log(options.out_dir / "metrics.jsonl", step)
+    else:
+        torch.manual_seed(config.seed + 1000 * context.rank)  # dropout differs per rank, reproducibly
+
+    spec = match_spec(torch.cuda.get_device_name(context.device), None) if context.cuda else None
+    peak = peak_tflops(spec, "bf16") if spec else None
+    log = _MetricsLog(options.out_dir / "metrics.jsonl", context.is_main)
+    model.train()
+
+    def save_checkpoint() -> None:
+        state = {
+            "schema": "dgxperf.checkpoint/1",
+            "config": dataclasses.asdict(config),
+            "model": core.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "schedule": schedule.state_dict(),
+            "scaler": scaler.state_dict() if scaler is not None else None,
+            "sampler": sampler.state_dict(consumed=consumed),
+            "step": step,
+            "epoch": epoch,
+            "history": history,
+        }
+        checkpoint.save(
+            ckpt_dir, step, state, rank=context.rank, barrier=context.barrier, keep=options.keep_checkpoints
+        )
+
+    while epoch < config.epochs and step < total_steps:
+        sampler.set_epoch(epoch)
+        meter = ThroughputMeter(
+            context.sync,
+            peak_tflops=peak,
+            ceiling_tflops=options.gemm_ceiling_tflops,
+            world=context.world_size,
+            reduce=context.sum_across_ranks,
+        )
+        if context.cuda:
+            torch.cuda.reset_peak_memory_stats(context.device)
+        loss_sum = torch.zeros((), device=context.device)
+        nonfinite = torch.zeros((), device=context.device, dtype=torch.long)
+        window_losses = 0
+        micro_in_epoch = consumed
+        resumed_at = consumed
+        epoch_started = time.perf_counter()
+        batches: Iterator[Any] = iter(loader)
+        while micro_in_epoch < micro_per_epoch and step < total_steps:
+            group = min(config.grad_accum, micro_per_epoch - micro_in_epoch)
+            for index in range(group):
+                batch = next(batches)
+                ids = batch["input_ids"].to(context.device, non_blocking=config.non_blocking)
+                labels = batch["labels"].to(context.device, non_blocking=config.non_blocking)
+                full = batch["real_tokens"] == ids.numel()
+                mask = (
+                    None
+                    if full
+                    else batch["attention_mask"].to(context.device, non_blocking=config.non_blocking)
+                )
+                last = index == group - 1
+                skip_allreduce = ddp is not None and config.no_sync and not last
+                sync_ctx = ddp.no_sync() if skip_allreduce and ddp is not None else contextlib.nullcontext()
+                with sync_ctx:
+                    with autocast(config, context):
+                        logits = model(ids, mask)
+                    loss = torch.nn.functional.cross_entropy(
+                        logits.float(), labels, label_smoothing=config.label_smoothing
+                    )
+                    scaled = loss / group
+                    (scaler.scale(scaled) if scaler is not None else scaled).backward()
+                loss_sum += loss.detach()
+                nonfinite += (~torch.isfinite(loss.detach())).long()
+                window_losses += 1
+                lengths = batch["attention_mask"].sum(dim=1).tolist()  # the CPU copy: no device sync
+                flops = flops_for_batch(model_config, lengths, ids.shape[1])
+                meter.add(
+                    samples=len(lengths),
+                    real_tokens=flops.real_tokens,
+                    padded_tokens=flops.padded_tokens,
+                    useful_flops=flops.useful,
+                )
+                micro_in_epoch += 1
+            if scaler is not None:
+                scaler.unscale_(optimizer)
+            if config.clip_grad_norm:
+                torch.nn.utils.clip_grad_norm_(core.parameters(), config.clip_grad_norm)
+            if scaler is not None:
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            schedule.step()
+            step += 1
+            consumed = micro_in_epoch
+            meter.step()
+            every = config.checkpoint_every
+            checkpoint_due = bool(options.checkpoints and every and step % every == 0)
+            # A checkpoint is written only right after the finiteness check of a log point: never a NaN model.
+            if step % config.log_every == 0 or micro_in_epoch == micro_per_epoch or checkpoint_due:
+                rates = meter.lap()
+                if context.distributed:
+                    import torch.distributed as dist
+
+                    dist.all_reduce(nonfinite)  # every rank must take the same decision, or the others hang
+                bad = int(nonfinite.item())
+                mean_loss = float(loss_sum.item()) / max(1, window_losses)
+                if bad and (scaler is None or bad == window_losses * context.world_size):
+                    last_good = checkpoint.latest(ckpt_dir)
+                    raise TrainError(
+                        f"the loss became NaN/inf at step {step} (epoch {epoch + 1}); "
+                        f"lower lr (now {schedule.get_last_lr()[0]:.3g}) or use bf16/fp16 with the grad scaler. "
+                        + (
+                            f"Last good checkpoint: {last_good} (resume with --resume)."
+                            if last_good
+                            else "No checkpoint was written yet."
+                        )
+                    )
+                record = {
+                    "type": "step",
+                    "step": step,
+                    "epoch": epoch + 1,
+                    "loss": mean_loss,
+                    "lr": schedule.get_last_lr()[0],
+                    **{k: v for k, v in rates.items() if k != "steps"},
+                }
+                if scaler is not None:
+                    record["loss_scale"] = float(scaler.get_scale())
+                    record["skipped_steps"] = _skipped_steps(optimizer, step)
+                log.write(record)
+                if options.on_log and context.is_main:
+                    options.on_log(record | {"total_steps": total_steps, "epochs": config.epochs})
+                loss_sum.zero_()
+                nonfinite.zero_()
+                window_losses = 0
+                meter.resume()
+            if checkpoint_due and micro_in_epoch < micro_per_epoch:
+                meter.pause()
+                save_checkpoint()
+                meter.resume()
+        train_seconds = time.perf_counter() - epoch_started
+        totals = meter.totals()
+        dev = evaluate(model, task.dev, config, context, model_config.num_labels)
+        epoch_record = {
+            "type": "epoch",
+            "epoch": epoch + 1,
+            "step": step,
+            "epoch_seconds": train_seconds,
+            "timed_seconds": totals["seconds"],
+            "samples_per_s": totals["samples_per_s"],
+            "real_tokens_per_s": totals["real_tokens_per_s"],
+            "padding_share": totals["padding_share"],
+            "model_tflops": totals["model_tflops"],
+            "mfu": totals["mfu"],
+            "mfu_vs_measured_gemm": totals["mfu_vs_measured_gemm"],
+            "peak_memory_bytes": torch.cuda.max_memory_allocated(context.device) if context.cuda else None,
+            "dev_accuracy": dev["accuracy"],
+            "dev_macro_f1": dev["macro_f1"],
+            "dev_loss": dev["loss"],
+            "resumed_mid_epoch": resumed_at > 0,
+        }
+        history.append(epoch_record)
+        log.write(epoch_record)
+        if options.on_log and context.is_main:
+            options.on_log(epoch_record | {"total_steps": total_steps, "epochs": config.epochs})
+        epoch += 1
+        consumed = 0
+        if options.checkpoints:
+            save_checkpoint()
+
+    test = evaluate(model, task.test, config, context, model_config.num_labels)
+    log.write(
+        {
+            "type": "test",
+            "step": step,
+            "accuracy": test["accuracy"],
+            "macro_f1": test["macro_f1"],
+            "loss": test["loss"],
+        }
+    )
+    if not context.is_main:
+        return None
+    steady = [h for h in history if not h["resumed_mid_epoch"]]
+    final: dict[str, Any] = (steady or history)[-1] if history else {}
+    result = {
+        "schema": TRAIN_SCHEMA,
+        "tool_version": __version__,
+        "recipe": config.recipe,
+        "config": dataclasses.asdict(config),
+        "model": model_config.to_json()
+        | {
+            "params": param_count(model_config),
+            "params_non_embedding": param_count(model_config, embeddings=False),
+        },
+        "data": prepared.data_info,
+        "world": {
+            "world_size": context.world_size,
+            "backend": context.backend,
+            "device": str(context.device),
+            "gpu": torch.cuda.get_device_name(context.device) if context.cuda else None,
+            "peak_tflops_bf16": peak,
+            "measured_gemm_tflops": options.gemm_ceiling_tflops,
+        },
+        "global_batch": global_batch,
+        "dataloader_workers": effective_workers(config, context),
+        "lr": lr,
+        "steps": step,
+        "epochs": history,
+        "test": test,
+        "summary": {
+            "epoch_seconds": final.get("epoch_seconds"),
+            "samples_per_s": final.get("samples_per_s"),
+            "real_tokens_per_s": final.get("real_tokens_per_s"),
+            "mfu": final.get("mfu"),
+            "mfu_vs_measured_gemm": final.get("mfu_vs_measured_gemm"),
+            "peak_memory_bytes": max((h["peak_memory_bytes"] or 0) for h in history) if history else None,
+            "dev_accuracy": final.get("dev_accuracy"),
+            "test_accuracy": test["accuracy"],
+            "test_macro_f1": test["macro_f1"],
+            "wall_seconds": time.perf_counter() - started_wall,
+            "skipped_steps": _skipped_steps(optimizer, step) if scaler is not None else 0,
+        },
+        "out_dir": str(options.out_dir),
+    }
+    (options.out_dir / "result.json").write_text(json.dumps(result, indent=1, default=str))
+    return result
+
+
+def _skipped_steps(optimizer: Any, attempted: int) -> int:
+    """Optimizer steps the grad scaler skipped (inf/NaN gradients): AdamW's own step counter lags behind."""
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            state = optimizer.state.get(param)
+            if state and "step" in state:
+                return max(0, attempted - int(float(state["step"])))
+    return attempted
+
+
+class _MetricsLog:
+    """metrics.jsonl: one JSON object per line, flushed at once (a crash loses no logged step)."""
+
+    def __init__(self, path: Path, enabled: bool) -> None:
+        self.path = path
+        self.enabled = enabled
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        if not self.enabled:
+            return
+        with self.path.open("a") as handle:
+            handle.write(json.dumps(record, default=str) + "\n")
+
+
+def _truncate_log(path: Path, step: int) -> None:
+    """On resume, drop the records written after the checkpoint (the resumed run writes them again)."""
+    if not path.exists():
+        return
+    kept = []
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if record.get("step", 0) <= step:
+            kept.append(line)
+    path.write_text("".join(k + "\n" for k in kept))

@@ -1,0 +1,140 @@
+"""What a training run reports: accuracy and macro-F1, throughput over timed windows, and MFU.
+
+Throughput is measured over windows of steps with a device synchronisation at each window edge, never
+per step (a per-step synchronisation would slow the run it measures). MFU counts only the FLOPs of real
+tokens (``train.flops``): padding is wasted compute and must not flatter the figure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from dgxperf.train.flops import mfu as flops_mfu
+
+
+def confusion(predictions: Sequence[int], labels: Sequence[int], num_labels: int) -> list[list[int]]:
+    matrix = [[0] * num_labels for _ in range(num_labels)]
+    for pred, label in zip(predictions, labels, strict=True):
+        matrix[label][pred] += 1
+    return matrix
+
+
+def scores(matrix: Sequence[Sequence[int]]) -> dict[str, float]:
+    """Accuracy and macro-F1 from a confusion matrix (rows: true label, columns: prediction)."""
+    n = len(matrix)
+    total = sum(sum(row) for row in matrix)
+    correct = sum(matrix[i][i] for i in range(n))
+    f1s = []
+    for i in range(n):
+        tp = matrix[i][i]
+        predicted = sum(matrix[r][i] for r in range(n))
+        actual = sum(matrix[i])
+        precision = tp / predicted if predicted else 0.0
+        recall = tp / actual if actual else 0.0
+        f1s.append(2 * precision * recall / (precision + recall) if precision + recall else 0.0)
+    return {
+        "accuracy": correct / total if total else 0.0,
+        "macro_f1": sum(f1s) / n if n else 0.0,
+        "samples": total,
+    }
+
+
+@dataclasses.dataclass
+class Window:
+    """Counts since the last synchronised timestamp."""
+
+    started: float
+    steps: int = 0
+    samples: int = 0
+    real_tokens: int = 0
+    padded_tokens: int = 0
+    useful_flops: float = 0.0
+
+
+class ThroughputMeter:
+    """Samples/s, real tokens/s and MFU over windows bounded by device synchronisations."""
+
+    def __init__(
+        self,
+        sync: Any,
+        *,
+        peak_tflops: float | None,
+        ceiling_tflops: float | None,
+        world: int,
+        reduce: Any = None,
+    ) -> None:
+        self._sync = sync
+        self._reduce = reduce
+        self.peak_tflops = peak_tflops
+        self.ceiling_tflops = ceiling_tflops
+        self.world = world
+        self._sync()
+        self.window = Window(time.perf_counter())
+        self.total = Window(self.window.started)
+        self.total_seconds = 0.0
+
+    def add(self, *, samples: int, real_tokens: int, padded_tokens: int, useful_flops: float) -> None:
+        for w in (self.window, self.total):
+            w.samples += samples
+            w.real_tokens += real_tokens
+            w.padded_tokens += padded_tokens
+            w.useful_flops += useful_flops
+
+    def step(self) -> None:
+        self.window.steps += 1
+        self.total.steps += 1
+
+    def lap(self) -> dict[str, float | None]:
+        """Close the window (synchronising the device) and return its rates; a new window starts."""
+        self._sync()
+        now = time.perf_counter()
+        seconds = max(now - self.window.started, 1e-9)
+        if self._reduce is not None:
+            # Counts are per rank until here; the window's figures are for the whole job.
+            w = self.window
+            local = [w.samples, w.real_tokens, w.padded_tokens, w.useful_flops]
+            summed = self._reduce([float(v) for v in local])
+            extra = [b - a for a, b in zip(local, summed, strict=True)]
+            for target in (self.window, self.total):
+                target.samples += int(extra[0])
+                target.real_tokens += int(extra[1])
+                target.padded_tokens += int(extra[2])
+                target.useful_flops += extra[3]
+        self.total_seconds += seconds
+        rates = self.rates(self.window, seconds)
+        self.window = Window(now)
+        return rates
+
+    def pause(self) -> None:
+        """Exclude what follows (evaluation, checkpointing) from the timed totals until ``resume``."""
+        self.lap()
+
+    def resume(self) -> None:
+        self._sync()
+        self.window = Window(time.perf_counter())
+
+    def rates(self, window: Window, seconds: float) -> dict[str, float | None]:
+        flops_per_s = window.useful_flops / seconds
+        return {
+            "seconds": seconds,
+            "steps": window.steps,
+            "samples_per_s": window.samples / seconds,
+            "real_tokens_per_s": window.real_tokens / seconds,
+            "padding_share": 1 - window.real_tokens / window.padded_tokens if window.padded_tokens else 0.0,
+            "model_tflops": flops_per_s / 1e12,
+            "mfu": mfu(flops_per_s, self.peak_tflops, self.world),
+            "mfu_vs_measured_gemm": mfu(flops_per_s, self.ceiling_tflops, self.world),
+        }
+
+    def totals(self) -> dict[str, float | None]:
+        return self.rates(self.total, max(self.total_seconds, 1e-9))
+
+
+def mfu(flops_per_second: float, peak_tflops: float | None, n_gpus: int) -> float | None:
+    """flops.mfu, or None when the GPU's peak is unknown (CPU runs, GPUs missing from hw/specs)."""
+    if not peak_tflops:
+        return None
+    return flops_mfu(flops_per_second, peak_tflops, n_gpus)

@@ -1,0 +1,161 @@
+"""What is applied around the model, never inside it (torchtitan's habit): process group, precision
+switches, torch.compile, DDP and its communication hooks (guide A §4.1, guide B §3.3).
+
+Compilation goes block by block, as torchtitan does: the 24 identical Transformer blocks share one
+compiled artifact, so compile time stays a few seconds per distinct sequence length instead of minutes
+for the whole graph — which is what made ANCHORS' whole-model torch.compile over variable-length batches
+never finish an epoch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any
+
+from dgxperf.train.recipes import TrainConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class RunContext:
+    rank: int
+    local_rank: int
+    world_size: int
+    device: Any  # torch.device
+    backend: str | None
+    created_group: bool
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def cuda(self) -> bool:
+        return bool(self.device.type == "cuda")
+
+    def barrier(self) -> None:
+        import torch.distributed as dist
+
+        if self.distributed:
+            dist.barrier()
+
+    def sync(self) -> None:
+        import torch
+
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+
+    def sum_across_ranks(self, values: list[float]) -> list[float]:
+        """Element-wise sum over ranks (one small all-reduce), for throughput counters."""
+        if not self.distributed:
+            return values
+        import torch
+        import torch.distributed as dist
+
+        tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
+        dist.all_reduce(tensor)
+        return [float(v) for v in tensor.tolist()]
+
+
+def setup(config: TrainConfig, env: Mapping[str, str], *, want_cuda: bool) -> RunContext:
+    """Join torchrun's process group (env://, NCCL on GPUs, gloo on CPU, with the recipe's timeout)."""
+    import torch
+    import torch.distributed as dist
+
+    world = int(env.get("WORLD_SIZE", "1"))
+    rank = int(env.get("RANK", "0"))
+    local_rank = int(env.get("LOCAL_RANK", "0"))
+    cuda = want_cuda and torch.cuda.is_available()
+    device = torch.device(f"cuda:{local_rank}") if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)
+    backend = None
+    created = False
+    if world > 1 and not dist.is_initialized():
+        backend = "nccl" if cuda else "gloo"
+        dist.init_process_group(
+            backend=backend,
+            init_method="env://",
+            timeout=dt.timedelta(seconds=config.init_timeout_s),
+            device_id=device if cuda else None,
+        )
+        created = True
+    elif dist.is_initialized():
+        backend = str(dist.get_backend())
+    return RunContext(rank, local_rank, world, device, backend, created)
+
+
+def teardown(context: RunContext) -> None:
+    import torch.distributed as dist
+
+    if context.created_group and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def set_precision_flags(config: TrainConfig) -> None:
+    """fp32 means IEEE fp32 (TF32 off, as the baseline is defined); tf32/bf16 allow TF32 for fp32 matmuls."""
+    import torch
+
+    allow = config.precision in ("tf32", "bf16")
+    torch.backends.cuda.matmul.allow_tf32 = allow
+    torch.backends.cudnn.allow_tf32 = allow
+
+
+def autocast_dtype(config: TrainConfig) -> Any:
+    import torch
+
+    return {"fp16": torch.float16, "bf16": torch.bfloat16}.get(config.precision)
+
+
+def compile_blocks(model: Any, config: TrainConfig) -> Any:
+    """torch.compile each Transformer block (shared artifact), leaving embeddings and head eager."""
+    # Module.compile() compiles in place: parameter names (and so checkpoints) stay those of the eager model.
+    for block in model.blocks:
+        block.compile(mode=config.compile_mode, dynamic=False)
+    return model
+
+
+def wrap_ddp(model: Any, config: TrainConfig, context: RunContext) -> Any:
+    """DDP with the recipe's flags and communication hook (none, fp16/bf16 compression, PowerSGD)."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    ddp = DDP(
+        model,
+        device_ids=[context.local_rank] if context.cuda else None,
+        gradient_as_bucket_view=config.gradient_as_bucket_view,
+        static_graph=config.static_graph,
+        bucket_cap_mb=config.bucket_cap_mb,
+    )
+    register_comm_hook(ddp, config)
+    return ddp
+
+
+def register_comm_hook(ddp: Any, config: TrainConfig) -> None:
+    """Guide B §3.3's gradient compression, through PyTorch's built-in DDP hooks."""
+    if config.comm_hook == "none":
+        return
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+
+    if config.comm_hook == "fp16":
+        ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    elif config.comm_hook == "bf16":
+        ddp.register_comm_hook(None, default_hooks.bf16_compress_hook)
+    else:
+        state = powerSGD_hook.PowerSGDState(
+            process_group=None,
+            matrix_approximation_rank=config.powersgd_rank,
+            start_powerSGD_iter=2,  # PyTorch's minimum; its docs advise ~10% of training for warm-up
+            min_compression_rate=2,
+        )
+        ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+
+
+def unwrap(model: Any) -> Any:
+    """The plain Encoder under DDP and compile wrappers (for checkpoints and evaluation)."""
+    inner = model.module if hasattr(model, "module") else model
+    return getattr(inner, "_orig_mod", inner)

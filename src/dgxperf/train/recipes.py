@@ -1,0 +1,302 @@
+"""Training recipes: named, typed presets a user can print, diff and override field by field.
+
+Three recipes train the same model on the same data with the same learning hyper-parameters, so their
+speed and accuracy compare fairly (guide A §7's table):
+
+- ``baseline``: plain PyTorch. fp32 with TF32 off, every batch padded to max_len, a DataLoader without
+  workers or pinning, default DDP, no compile.
+- ``guide``: exactly guide A's recipe (§4.1, §4.2, §5.2, §6.1): AMP fp16 with
+  GradScaler(init_scale=2**16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000), unscale then
+  clip_grad_norm 1.0, LayerNorm kept in FP32, DDP(gradient_as_bucket_view=True, static_graph=True), NCCL
+  init with env:// and a timeout, gradient accumulation, DataLoader workers + pin_memory + non_blocking
+  copies, set_per_process_memory_fraction(0.9); batches padded to max_len as CLUE baseline scripts do.
+- ``optimized``: what measurably helps on Hopper, each piece a field that can be switched off: bf16
+  autocast (no scaler), length-bucketed dynamic padding, fused AdamW, torch.compile, a larger batch
+  with the learning rate scaled to it, no_sync during accumulation.
+
+Every field can be overridden from the command line (``--set lr=3e-4``) or a YAML file; ``dgxperf train
+--show-recipe NAME`` prints one, ``--diff-recipes A B`` shows what differs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+PADDINGS = ("max", "dynamic")
+SCHEDULES = ("linear", "cosine", "constant")
+COMM_HOOKS = ("none", "fp16", "bf16", "powersgd")
+TASKS = ("chnsenticorp", "files", "synthetic")
+
+
+class RecipeError(Exception):
+    """A recipe name, field or value the user got wrong."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Everything one training run needs, apart from where it runs (GPUs, output folder)."""
+
+    recipe: str = "custom"
+    # -- data
+    task: str = "chnsenticorp"
+    data_dir: str | None = None
+    train_file: str | None = None
+    dev_file: str | None = None
+    test_file: str | None = None
+    tokenizer: str = "char"
+    max_len: int = 128
+    padding: str = "max"
+    pad_multiple: int = 8
+    bucketing: bool = False
+    synthetic_samples: int = 8192
+    train_samples: int | None = None
+    data_seed: int = 1234
+    # -- model
+    preset: str = "large"
+    pre_ln: bool = True
+    dropout: float = 0.1
+    attn_dropout: float = 0.1
+    ln_fp32: bool = False
+    # -- precision
+    precision: str = "fp32"
+    scaler_init_scale: float = 2.0**16
+    scaler_growth_factor: float = 2.0
+    scaler_backoff_factor: float = 0.5
+    scaler_growth_interval: int = 2000
+    # -- optimisation (per GPU micro-batch; the global batch is batch_size * grad_accum * GPUs)
+    epochs: int = 3
+    max_steps: int | None = None
+    batch_size: int = 64
+    grad_accum: int = 1
+    lr: float = 1e-4
+    lr_reference_batch: int | None = None
+    weight_decay: float = 0.01
+    beta1: float = 0.9
+    beta2: float = 0.98
+    eps: float = 1e-6
+    warmup_ratio: float = 0.1
+    schedule: str = "linear"
+    clip_grad_norm: float | None = 1.0
+    fused_optimizer: bool = False
+    label_smoothing: float = 0.0
+    # -- input pipeline
+    num_workers: int = 0
+    pin_memory: bool = False
+    non_blocking: bool = False
+    # -- distributed
+    gradient_as_bucket_view: bool = False
+    static_graph: bool = False
+    bucket_cap_mb: int = 25
+    comm_hook: str = "none"
+    powersgd_rank: int = 1
+    no_sync: bool = False
+    init_timeout_s: int = 1800
+    # -- speed and memory
+    compile: bool = False
+    compile_scope: str = "blocks"
+    compile_mode: str | None = None
+    memory_fraction: float | None = None
+    # -- reliability and output
+    seed: int = 42
+    checkpoint_every: int | None = None
+    log_every: int = 20
+    eval_batch_size: int = 256
+
+    def effective_lr(self, global_batch: int) -> float:
+        """``lr`` scaled linearly to the global batch when ``lr_reference_batch`` is set (Goyal et al.)."""
+        if self.lr_reference_batch:
+            return self.lr * global_batch / self.lr_reference_batch
+        return self.lr
+
+    def validate(self) -> None:
+        def choose(field: str, value: object, allowed: tuple[str, ...]) -> None:
+            if value not in allowed:
+                raise RecipeError(f"{field}={value!r}: choose from {', '.join(allowed)}")
+
+        choose("precision", self.precision, PRECISIONS)
+        choose("padding", self.padding, PADDINGS)
+        choose("schedule", self.schedule, SCHEDULES)
+        choose("comm_hook", self.comm_hook, COMM_HOOKS)
+        choose("task", self.task, TASKS)
+        choose("tokenizer", self.tokenizer, ("char", "wordpiece"))
+        choose("compile_scope", self.compile_scope, ("blocks", "model"))
+        positive = (
+            "max_len",
+            "batch_size",
+            "grad_accum",
+            "epochs",
+            "eval_batch_size",
+            "log_every",
+            "pad_multiple",
+        )
+        for field in positive:
+            if getattr(self, field) <= 0:
+                raise RecipeError(f"{field} must be positive, not {getattr(self, field)}")
+        if self.max_len < 4:
+            raise RecipeError("max_len must be at least 4 ([CLS], [SEP] and some text)")
+        if not 0 < self.lr < 1:
+            raise RecipeError(f"lr={self.lr} is not a learning rate (0 < lr < 1)")
+        if not 0 <= self.warmup_ratio < 1:
+            raise RecipeError(f"warmup_ratio={self.warmup_ratio} must be in [0, 1)")
+        if self.memory_fraction is not None and not 0 < self.memory_fraction <= 1:
+            raise RecipeError(f"memory_fraction={self.memory_fraction} must be in (0, 1]")
+        if self.train_samples is not None and self.train_samples < 8:
+            raise RecipeError("train_samples must be at least 8 (or none for the whole split)")
+        if self.max_steps is not None and self.max_steps <= 0:
+            raise RecipeError("max_steps must be positive")
+        if self.bucketing and self.padding == "max":
+            raise RecipeError(
+                "bucketing needs padding=dynamic (with padding=max every batch is max_len long)"
+            )
+        if self.task == "files" and not self.train_file:
+            raise RecipeError("task=files needs train_file (and optionally dev_file, test_file)")
+        if not 0 <= self.dropout < 1 or not 0 <= self.attn_dropout < 1:
+            raise RecipeError("dropout and attn_dropout must be in [0, 1)")
+
+
+BASELINE = TrainConfig(recipe="baseline")
+
+GUIDE = dataclasses.replace(
+    BASELINE,
+    recipe="guide",
+    precision="fp16",
+    ln_fp32=True,
+    gradient_as_bucket_view=True,
+    static_graph=True,
+    grad_accum=2,
+    batch_size=32,
+    num_workers=4,
+    pin_memory=True,
+    non_blocking=True,
+    memory_fraction=0.9,
+)
+
+OPTIMIZED = dataclasses.replace(
+    BASELINE,
+    recipe="optimized",
+    precision="bf16",
+    padding="dynamic",
+    bucketing=True,
+    fused_optimizer=True,
+    compile=True,
+    batch_size=128,
+    lr_reference_batch=64,
+    num_workers=2,
+    pin_memory=True,
+    non_blocking=True,
+    no_sync=True,
+    gradient_as_bucket_view=True,
+)
+
+RECIPES: dict[str, TrainConfig] = {"baseline": BASELINE, "guide": GUIDE, "optimized": OPTIMIZED}
+
+
+def get_recipe(name: str) -> TrainConfig:
+    try:
+        return RECIPES[name]
+    except KeyError:
+        raise RecipeError(f"unknown recipe {name!r}; choose from {', '.join(RECIPES)}") from None
+
+
+def _field_types() -> dict[str, Any]:
+    return typing.get_type_hints(TrainConfig)
+
+
+def parse_value(field: str, text: str) -> Any:
+    """Turn ``--set field=text`` into the field's type (bool, int, float, str, or None for optionals)."""
+    types_ = _field_types()
+    if field not in types_:
+        close = [f for f in types_ if field.replace("-", "_") == f or field in f]
+        hint = f" (did you mean {', '.join(close[:3])}?)" if close else ""
+        raise RecipeError(f"unknown recipe field {field!r}{hint}; `--show-recipe` lists them")
+    kind = types_[field]
+    optional = isinstance(kind, types.UnionType) and type(None) in typing.get_args(kind)
+    if optional:
+        if text.lower() in ("none", "null", ""):
+            return None
+        kind = next(a for a in typing.get_args(kind) if a is not type(None))
+    try:
+        if kind is bool:
+            lowered = text.lower()
+            if lowered not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+                raise ValueError(text)
+            return lowered in ("true", "1", "yes", "on")
+        if kind is int:
+            try:
+                return int(text)
+            except ValueError:
+                number = float(text)  # "1e3" is a fine way to write 1000; "2.5" is not an int
+                if not number.is_integer():
+                    raise
+                return int(number)
+        if kind is float:
+            value = float(text)
+            if math.isnan(value):
+                raise ValueError(text)
+            return value
+        return str(text)
+    except ValueError:
+        name = getattr(kind, "__name__", str(kind))
+        raise RecipeError(f"{field}={text!r} is not a valid {name}") from None
+
+
+def apply_overrides(config: TrainConfig, overrides: Mapping[str, Any]) -> TrainConfig:
+    """Apply ``{field: value}`` (values already typed, or strings from the command line) and validate."""
+    typed: dict[str, Any] = {}
+    for key, value in overrides.items():
+        field = key.replace("-", "_")
+        typed[field] = parse_value(field, value) if isinstance(value, str) else _check_type(field, value)
+    updated = dataclasses.replace(config, **typed)
+    updated.validate()
+    return updated
+
+
+def _check_type(field: str, value: Any) -> Any:
+    # YAML gives typed values; run them through the same parser so a typo'd type is caught the same way.
+    if value is None:
+        return parse_value(field, "none")
+    return parse_value(field, str(value).lower() if isinstance(value, bool) else str(value))
+
+
+def load_yaml(path: Path) -> dict[str, Any]:
+    try:
+        import yaml
+    except ImportError:
+        raise RecipeError("reading a recipe file needs PyYAML: pip install pyyaml") from None
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise RecipeError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise RecipeError(f"{path} is not valid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise RecipeError(f"{path}: expected a mapping of recipe fields, got {type(data).__name__}")
+    return {str(k): v for k, v in data.items()}
+
+
+def build_config(
+    recipe: str, *, yaml_file: Path | None = None, overrides: Mapping[str, str] | None = None
+) -> TrainConfig:
+    """The named recipe, then the YAML file's fields (which may name a ``recipe`` to start from), then ``--set``."""
+    file_fields = load_yaml(yaml_file) if yaml_file else {}
+    base = get_recipe(str(file_fields.pop("recipe", recipe)))
+    config = apply_overrides(base, file_fields)
+    return apply_overrides(config, overrides or {})
+
+
+def to_dict(config: TrainConfig) -> dict[str, Any]:
+    return dataclasses.asdict(config)
+
+
+def diff(a: TrainConfig, b: TrainConfig) -> list[tuple[str, Any, Any]]:
+    da, db = to_dict(a), to_dict(b)
+    return [(k, da[k], db[k]) for k in da if da[k] != db[k]]

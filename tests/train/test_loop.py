@@ -1,0 +1,164 @@
+"""Real training runs on the CPU: tiny model, a subset of the real reviews, real torchrun/gloo processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from dgxperf.train import recipes
+from dgxperf.train.loop import RunOptions, TrainError, train
+from dgxperf.train.model import Encoder
+
+QUICK = {"preset": "tiny", "train_samples": "512", "batch_size": "32", "lr": "2e-3", "log_every": "4",
+         "warmup_ratio": "0.05"}  # fmt: skip
+
+
+def config(recipe: str, **extra: str) -> recipes.TrainConfig:
+    return recipes.build_config(recipe, overrides={**QUICK, **extra})
+
+
+def run(cfg: recipes.TrainConfig, out: Path, **options: Any) -> dict[str, Any]:
+    result = train(cfg, RunOptions(out_dir=out, cache_dir=out.parent / "cache", device="cpu", **options))
+    assert result is not None
+    return result
+
+
+def records(out: Path, kind: str) -> list[dict[str, Any]]:
+    lines = (out / "metrics.jsonl").read_text().splitlines()
+    return [r for r in map(json.loads, lines) if r["type"] == kind]
+
+
+def test_baseline_learns_and_reports(tmp_path: Path) -> None:
+    result = run(config("baseline", epochs="3"), tmp_path / "run")
+    steps = records(tmp_path / "run", "step")
+    assert steps[0]["loss"] > steps[-1]["loss"]  # it learns
+    assert result["test"]["accuracy"] > 0.6  # the majority class is 52%
+    assert result["schema"] == "dgxperf.train/1" and result["recipe"] == "baseline"
+    assert [e["epoch"] for e in result["epochs"]] == [1, 2, 3]
+    epoch = result["epochs"][-1]
+    assert epoch["samples_per_s"] > 0 and epoch["padding_share"] > 0.3  # every batch padded to 128
+    assert result["data"]["subset"] == {"train": 512, "dev": 64, "test": 64}
+    assert (tmp_path / "run" / "tokenizer.json").exists() and (tmp_path / "run" / "result.json").exists()
+    assert (tmp_path / "run" / "checkpoints" / "latest").exists()
+
+
+def test_bucketing_cuts_padding_and_bf16_runs(tmp_path: Path) -> None:
+    cfg = config("optimized", epochs="1", compile="false", num_workers="0")
+    result = run(cfg, tmp_path / "opt", checkpoints=False)
+    assert result["epochs"][0]["padding_share"] < 0.15
+    assert not (tmp_path / "opt" / "checkpoints").exists()
+
+
+def test_guide_recipe_with_grad_scaler_on_cpu(tmp_path: Path) -> None:
+    result = run(config("guide", epochs="1", num_workers="0"), tmp_path / "guide", checkpoints=False)
+    steps = records(tmp_path / "guide", "step")
+    assert steps[-1]["loss_scale"] > 0 and "skipped_steps" in steps[-1]
+    assert result["summary"]["test_accuracy"] >= 0
+
+
+def test_non_finite_loss_stops_with_the_last_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = Encoder.forward
+    calls = {"n": 0}
+
+    def poisoned(self: Encoder, *args: Any, **kwargs: Any) -> torch.Tensor:
+        calls["n"] += 1
+        logits = original(self, *args, **kwargs)
+        return logits * float("nan") if calls["n"] > 20 and self.training else logits
+
+    monkeypatch.setattr(Encoder, "forward", poisoned)
+    cfg = config("baseline", epochs="3", checkpoint_every="6", log_every="100")
+    with pytest.raises(TrainError, match=r"NaN/inf at step 24 .*Last good checkpoint: .*step-00000018"):
+        run(cfg, tmp_path / "nan")
+    state = torch.load(tmp_path / "nan" / "checkpoints" / "step-00000018" / "state.pt", weights_only=False)
+    assert all(torch.isfinite(t).all() for t in state["model"].values())
+
+
+def test_out_of_memory_says_what_would_fit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def oom(*args: Any, **kwargs: Any) -> None:
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr("dgxperf.train.loop._train", oom)
+    with pytest.raises(TrainError, match=r"--set batch_size=16 --set grad_accum=2"):
+        run(config("baseline"), tmp_path / "oom")
+
+
+def cli(*args: str, home: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, "DGXPERF_HOME": str(home), "COLUMNS": "120", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "dgxperf", *args], capture_output=True, text=True, env=full,
+                          timeout=600)  # fmt: skip
+
+
+def overrides(**extra: str) -> list[str]:
+    return [arg for k, v in {**QUICK, **extra}.items() for arg in ("--set", f"{k}={v}")]
+
+
+def test_two_processes_with_torchrun_and_gloo(tmp_path: Path) -> None:
+    out = tmp_path / "ddp"
+    result = cli("train", "--recipe", "guide", "--device", "cpu", "--gpus", "2", "--epochs", "3", "--out", str(out),
+                 "--json", *overrides(num_workers="0", train_samples="1024", log_every="2"), home=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    data = json.loads(result.stdout)
+    assert data["world"]["world_size"] == 2 and data["world"]["backend"] == "gloo"
+    assert data["global_batch"] == 32 * 2 * 2  # micro-batch x accumulation x ranks
+    losses = [s["loss"] for s in records(out, "step")]
+    assert sum(losses[:2]) > sum(losses[-2:])  # 24 steps of a global batch of 128: it learns
+    assert "train" in cli("runs", "list", home=tmp_path).stdout
+
+
+def test_resume_after_kill_matches_an_uninterrupted_run(tmp_path: Path) -> None:
+    args = ["train", "--recipe", "baseline", "--device", "cpu", "--epochs", "2", "--json",
+            *overrides(checkpoint_every="6", dropout="0.1")]  # fmt: skip
+    whole = cli(*args, "--out", str(tmp_path / "whole"), home=tmp_path)
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    expected = json.loads(whole.stdout)
+
+    out = tmp_path / "killed"
+    env = {**os.environ, "DGXPERF_HOME": str(tmp_path)}
+    process = subprocess.Popen([sys.executable, "-m", "dgxperf", *args, "--out", str(out)], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.time() + 300
+    while time.time() < deadline:  # kill -9 once a mid-epoch checkpoint exists, before the run ends
+        latest = out / "checkpoints" / "latest"
+        if latest.exists() and latest.read_text().strip() != "step-00000000":
+            break
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert (out / "checkpoints" / "latest").exists(), "the run ended before a checkpoint was written"
+    assert not (out / "result.json").exists(), "the run finished before it was killed"
+    resumed = cli(*args, "--out", str(out), "--resume", home=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    got = json.loads(resumed.stdout)
+    assert got["test"] == expected["test"]
+    assert [e["dev_accuracy"] for e in got["epochs"]] == [e["dev_accuracy"] for e in expected["epochs"]]
+    assert [e["dev_loss"] for e in got["epochs"]] == [e["dev_loss"] for e in expected["epochs"]]
+    steps = records(out, "step")
+    assert [s["step"] for s in steps] == sorted({s["step"] for s in steps})  # no step logged twice
+
+
+def test_bad_user_data_is_a_usage_error_with_file_and_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"sentence": "好", "label": "1"}\n{"sentence": "坏", "label": \n')
+    result = cli("train", "--device", "cpu", "--train-file", str(bad), "--preset", "tiny", home=tmp_path)
+    assert result.returncode == 2
+    assert "bad.jsonl" in result.stderr and ":2" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert cli("train", "--recipe", "fast", home=tmp_path).returncode == 2
+    assert (
+        cli("train", "--device", "cpu", "--resume", "--out", str(tmp_path / "none"), home=tmp_path).returncode
+        == 2
+    )
+    no_gpu = cli("train", "--gpus", "8", home=tmp_path)
+    if not torch.cuda.is_available():
+        assert no_gpu.returncode == 2 and "no CUDA GPU" in no_gpu.stderr

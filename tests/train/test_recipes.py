@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dgxperf.train import recipes
+from dgxperf.train.recipes import RecipeError
+
+
+def test_the_three_recipes_validate_and_differ_as_documented() -> None:
+    for config in recipes.RECIPES.values():
+        config.validate()
+    baseline, guide, optimized = (recipes.get_recipe(n) for n in ("baseline", "guide", "optimized"))
+    assert baseline.precision == "fp32" and baseline.padding == "max" and baseline.num_workers == 0
+    assert not baseline.pin_memory and not baseline.compile and not baseline.static_graph
+    # Guide A §4.1-§4.2, §5.2, §6.1, exactly.
+    assert guide.precision == "fp16" and guide.ln_fp32
+    assert (guide.scaler_init_scale, guide.scaler_growth_factor) == (2.0**16, 2.0)
+    assert (guide.scaler_backoff_factor, guide.scaler_growth_interval) == (0.5, 2000)
+    assert guide.clip_grad_norm == 1.0
+    assert guide.gradient_as_bucket_view and guide.static_graph
+    assert guide.grad_accum > 1 and guide.num_workers > 0 and guide.pin_memory and guide.non_blocking
+    assert guide.memory_fraction == 0.9 and guide.padding == "max"
+    # The same learning hyper-parameters across recipes, so accuracy compares fairly.
+    for field in ("lr", "epochs", "warmup_ratio", "weight_decay", "max_len", "preset", "seed", "dropout"):
+        assert getattr(baseline, field) == getattr(guide, field) == getattr(optimized, field), field
+    assert optimized.precision == "bf16" and optimized.bucketing and optimized.padding == "dynamic"
+    assert optimized.fused_optimizer and optimized.compile and optimized.no_sync
+    assert optimized.effective_lr(128) == pytest.approx(2 * optimized.lr)
+    assert guide.effective_lr(128) == guide.lr
+
+
+def test_overrides_are_typed_and_checked() -> None:
+    config = recipes.apply_overrides(
+        recipes.BASELINE,
+        {"lr": "3e-4", "epochs": "5", "compile": "true", "max_steps": "none", "batch_size": "1e2"},
+    )
+    assert (config.lr, config.epochs, config.compile, config.max_steps, config.batch_size) == (
+        3e-4,
+        5,
+        True,
+        None,
+        100,
+    )
+    with pytest.raises(RecipeError, match="unknown recipe field 'lrr'"):
+        recipes.apply_overrides(recipes.BASELINE, {"lrr": "1"})
+    with pytest.raises(RecipeError, match="not a valid float"):
+        recipes.apply_overrides(recipes.BASELINE, {"lr": "fast"})
+    with pytest.raises(RecipeError, match="not a valid int"):
+        recipes.apply_overrides(recipes.BASELINE, {"epochs": "2.5"})
+    with pytest.raises(RecipeError, match="not a valid bool"):
+        recipes.apply_overrides(recipes.BASELINE, {"compile": "maybe"})
+    with pytest.raises(RecipeError, match="precision"):
+        recipes.apply_overrides(recipes.BASELINE, {"precision": "fp8"})
+    with pytest.raises(RecipeError, match="bucketing needs padding=dynamic"):
+        recipes.apply_overrides(recipes.BASELINE, {"bucketing": "true"})
+    with pytest.raises(RecipeError, match="unknown recipe 'fast'"):
+        recipes.get_recipe("fast")
+
+
+def test_yaml_file_then_command_line(tmp_path: Path) -> None:
+    path = tmp_path / "r.yaml"
+    path.write_text("recipe: guide\nlr: 0.0003\nepochs: 4\ncompile: false\n")
+    config = recipes.build_config("baseline", yaml_file=path, overrides={"epochs": "6"})
+    assert config.recipe == "guide" and config.precision == "fp16"
+    assert config.lr == 3e-4 and config.epochs == 6
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("lr: [1, 2\n")
+    with pytest.raises(RecipeError, match="not valid YAML"):
+        recipes.build_config("baseline", yaml_file=bad)
+    listing = tmp_path / "list.yaml"
+    listing.write_text("- lr\n")
+    with pytest.raises(RecipeError, match="mapping"):
+        recipes.build_config("baseline", yaml_file=listing)
+    with pytest.raises(RecipeError, match="cannot read"):
+        recipes.build_config("baseline", yaml_file=tmp_path / "missing.yaml")
+
+
+def test_diff_lists_only_changed_fields() -> None:
+    rows = dict((k, (a, b)) for k, a, b in recipes.diff(recipes.GUIDE, recipes.OPTIMIZED))
+    assert rows["precision"] == ("fp16", "bf16")
+    assert "lr" not in rows and "preset" not in rows
