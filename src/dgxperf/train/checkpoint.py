@@ -15,6 +15,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from dgxperf.atomic import atomic_write
+
 LATEST = "latest"
 
 
@@ -50,11 +52,8 @@ def set_rng_state(state: dict[str, Any]) -> None:
 def _atomic_save(obj: Any, path: Path) -> None:
     import torch
 
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(obj, tmp)
-    with open(tmp, "rb+") as handle:
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    with atomic_write(path) as handle:
+        torch.save(obj, handle)
 
 
 def save(

@@ -37,13 +37,14 @@ import itertools
 import json
 import math
 import os
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 import numpy as np
 import numpy.typing as npt
+
+from dgxperf.atomic import atomic_write
 
 if TYPE_CHECKING:
     from dgxperf.train.tokenizer import Tokenizer
@@ -759,19 +760,10 @@ def _save_encoded(path: Path, key: str, enc: EncodedTask) -> None:
         sp = enc.split(s)
         arrays |= {f"{s}_ids": sp.ids, f"{s}_offsets": sp.offsets, f"{s}_labels": sp.labels}
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with atomic_write(path) as handle:
+            np.savez(handle, **arrays)
     except OSError as exc:
         raise DataError(f"{path.parent}: cannot write the encoded-data cache: {exc.strerror or exc}") from exc
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _load_encoded(path: Path, key: str) -> EncodedTask | None:

@@ -29,12 +29,12 @@ import itertools
 import json
 import os
 import re
-import tempfile
 import unicodedata
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+from dgxperf.atomic import atomic_write
 from dgxperf.train.data import DataError
 
 TOKENIZER_SCHEMA = "dgxperf.tokenizer/1"
@@ -143,7 +143,8 @@ class Tokenizer(abc.ABC):
             **self.to_json(),
             "fingerprint": self.fingerprint,
         }
-        _atomic_write_text(Path(path), json.dumps(doc, ensure_ascii=False, indent=1) + "\n")
+        with atomic_write(Path(path)) as handle:
+            handle.write((json.dumps(doc, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
 
 
 def _frame(ids: list[int], max_len: int) -> list[int]:
@@ -360,17 +361,3 @@ def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
             f"{p}: the fingerprint does not match the vocabulary (the file was edited or damaged)"
         )
     return tok
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
