@@ -162,3 +162,25 @@ def test_bad_user_data_is_a_usage_error_with_file_and_line(tmp_path: Path) -> No
     no_gpu = cli("train", "--gpus", "8", home=tmp_path)
     if not torch.cuda.is_available():
         assert no_gpu.returncode == 2 and "no CUDA GPU" in no_gpu.stderr
+
+
+def test_fsdp_two_processes_checkpoint_and_resume(tmp_path: Path) -> None:
+    out = tmp_path / "fsdp"
+    args = ["train", "--recipe", "baseline", "--device", "cpu", "--gpus", "2", "--epochs", "2", "--out", str(out),
+            "--json", *overrides(fsdp="true", no_sync="true", grad_accum="2", checkpoint_every="5")]  # fmt: skip
+    first = cli(*args, home=tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    data = json.loads(first.stdout)
+    assert data["config"]["fsdp"] is True and data["world"]["world_size"] == 2
+    # Resuming the finished run loads the gathered checkpoint into the sharded model: same test figures.
+    again = cli(*args, "--resume", home=tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads(again.stdout)["test"] == data["test"]
+
+
+def test_powersgd_gradient_compression_hook(tmp_path: Path) -> None:
+    result = cli("train", "--recipe", "baseline", "--device", "cpu", "--gpus", "2", "--epochs", "1", "--json",
+                 "--no-checkpoint", "--out", str(tmp_path / "psgd"),
+                 *overrides(comm_hook="powersgd", powersgd_rank="2"), home=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads(result.stdout)["config"]["comm_hook"] == "powersgd"

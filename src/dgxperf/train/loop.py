@@ -213,7 +213,13 @@ def make_schedule(optimizer: Any, config: TrainConfig, total_steps: int) -> Any:
 
 
 def evaluate(
-    model: Any, split: Any, config: TrainConfig, context: parallel.RunContext, num_labels: int
+    model: Any,
+    split: Any,
+    config: TrainConfig,
+    context: parallel.RunContext,
+    num_labels: int,
+    *,
+    sharded: bool = False,
 ) -> dict[str, float]:
     """Accuracy and macro-F1 over the whole split, summed across ranks (each evaluates its share)."""
     import torch
@@ -224,8 +230,21 @@ def evaluate(
     loss_sum = torch.zeros((), dtype=torch.float64, device=context.device)
     was_training = model.training
     model.eval()
+    batches = list(loader)
+    if sharded:
+        # Under FSDP every forward is collective (parameters are gathered): all ranks must run the same
+        # number of batches, so a rank with fewer runs a two-token batch per missing one and discards it.
+        count = torch.tensor([len(batches)], device=context.device)
+        import torch.distributed as dist
+
+        dist.all_reduce(count, op=dist.ReduceOp.MAX)
+        extra = int(count.item()) - len(batches)
+    else:
+        extra = 0
     with torch.no_grad(), autocast(config, context):
-        for batch in loader:
+        for _ in range(extra):
+            model(torch.full((1, 2), 2, dtype=torch.long, device=context.device), None)  # [CLS] [SEP]
+        for batch in batches:
             ids = batch["input_ids"].to(context.device, non_blocking=config.non_blocking)
             mask = batch["attention_mask"].to(context.device, non_blocking=config.non_blocking)
             labels = batch["labels"].to(context.device, non_blocking=config.non_blocking)
@@ -296,9 +315,12 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
     model: Any = core
     if config.compile and config.compile_scope == "blocks":
         parallel.compile_blocks(core, config)
-    ddp = parallel.wrap_ddp(core, config, context) if context.distributed else None
+    sharded = config.fsdp and context.distributed
+    ddp = parallel.wrap_ddp(core, config, context) if context.distributed and not sharded else None
     if ddp is not None:
         model = ddp
+    if sharded:
+        parallel.shard_fsdp(core, config)
     if config.compile and config.compile_scope == "model":
         model = torch.compile(model, mode=config.compile_mode, dynamic=False)
 
@@ -336,8 +358,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
         state, rng = checkpoint.load(latest, rank=context.rank)
         if state.get("config") != dataclasses.asdict(config):
             raise TrainError(f"--resume: {latest} was written with another recipe; use the same flags")
-        core.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
+        parallel.load_full_state(core, optimizer, state["model"], state["optimizer"], sharded=sharded)
         schedule.load_state_dict(state["schedule"])
         if scaler is not None and state.get("scaler"):
             scaler.load_state_dict(state["scaler"])
@@ -356,11 +377,12 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
     model.train()
 
     def save_checkpoint() -> None:
+        model_state, optimizer_state = parallel.full_state(core, optimizer, sharded=sharded)
         state = {
             "schema": "dgxperf.checkpoint/1",
             "config": dataclasses.asdict(config),
-            "model": core.state_dict(),
-            "optimizer": optimizer.state_dict(),
+            "model": model_state,
+            "optimizer": optimizer_state,
             "schedule": schedule.state_dict(),
             "scaler": scaler.state_dict() if scaler is not None else None,
             "sampler": sampler.state_dict(consumed=consumed),
@@ -403,7 +425,9 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
                     else batch["attention_mask"].to(context.device, non_blocking=config.non_blocking)
                 )
                 last = index == group - 1
-                skip_allreduce = ddp is not None and config.no_sync and not last
+                skip_allreduce = context.distributed and config.no_sync and not last
+                if sharded:
+                    core.set_requires_gradient_sync(not skip_allreduce)
                 sync_ctx = ddp.no_sync() if skip_allreduce and ddp is not None else contextlib.nullcontext()
                 with sync_ctx:
                     with autocast(config, context):
@@ -485,7 +509,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
                 meter.resume()
         train_seconds = time.perf_counter() - epoch_started
         totals = meter.totals()
-        dev = evaluate(model, task.dev, config, context, model_config.num_labels)
+        dev = evaluate(model, task.dev, config, context, model_config.num_labels, sharded=sharded)
         epoch_record = {
             "type": "epoch",
             "epoch": epoch + 1,
@@ -513,7 +537,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
         if options.checkpoints:
             save_checkpoint()
 
-    test = evaluate(model, task.test, config, context, model_config.num_labels)
+    test = evaluate(model, task.test, config, context, model_config.num_labels, sharded=sharded)
     log.write(
         {
             "type": "test",
@@ -605,6 +629,6 @@ def _truncate_log(path: Path, step: int) -> None:
             record = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if record.get("step", 0) <= step:
+        if record.get("step", 0) <= step and record.get("type") != "test":
             kept.append(line)
     path.write_text("".join(k + "\n" for k in kept))

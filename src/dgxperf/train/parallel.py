@@ -135,6 +135,59 @@ def wrap_ddp(model: Any, config: TrainConfig, context: RunContext) -> Any:
     return ddp
 
 
+def shard_fsdp(model: Any, config: TrainConfig) -> Any:
+    """FSDP2 (``fully_shard``) per Transformer block, then the root: parameters, gradients and optimizer
+    state are sharded over the ranks, for models that do not fit one GPU. bf16 recipes gather parameters
+    in bf16 and reduce gradients in fp32."""
+    import torch
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    policy = (
+        MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        if config.precision == "bf16"
+        else MixedPrecisionPolicy()
+    )
+    for block in model.blocks:
+        fully_shard(block, mp_policy=policy)
+    fully_shard(model, mp_policy=policy)
+    return model
+
+
+def full_state(model: Any, optimizer: Any, *, sharded: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Model and optimizer state as full tensors (gathered to rank 0 under FSDP; others get empty dicts)."""
+    if not sharded:
+        return unwrap(model).state_dict(), optimizer.state_dict()
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        get_model_state_dict,
+        get_optimizer_state_dict,
+    )
+
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    return get_model_state_dict(model, options=options), get_optimizer_state_dict(
+        model, optimizer, options=options
+    )
+
+
+def load_full_state(
+    model: Any, optimizer: Any, model_state: Any, optimizer_state: Any, *, sharded: bool
+) -> None:
+    """Inverse of :func:`full_state`; under FSDP rank 0's full tensors are broadcast and re-sharded."""
+    if not sharded:
+        unwrap(model).load_state_dict(model_state)
+        optimizer.load_state_dict(optimizer_state)
+        return
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        set_model_state_dict,
+        set_optimizer_state_dict,
+    )
+
+    options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
+    set_model_state_dict(model, model_state, options=options)
+    set_optimizer_state_dict(model, optimizer, optimizer_state, options=options)
+
+
 def register_comm_hook(ddp: Any, config: TrainConfig) -> None:
     """Guide B §3.3's gradient compression, through PyTorch's built-in DDP hooks."""
     if config.comm_hook == "none":

@@ -97,6 +97,7 @@ class TrainConfig:
     comm_hook: str = "none"
     powersgd_rank: int = 1
     no_sync: bool = False
+    fsdp: bool = False
     init_timeout_s: int = 1800
     # -- speed and memory
     compile: bool = False
@@ -155,6 +156,12 @@ class TrainConfig:
             raise RecipeError(
                 "bucketing needs padding=dynamic (with padding=max every batch is max_len long)"
             )
+        if self.fsdp and self.precision == "fp16":
+            raise RecipeError(
+                "fsdp=true works with bf16, tf32 or fp32; the fp16 grad scaler is DDP-only here"
+            )
+        if self.fsdp and self.comm_hook != "none":
+            raise RecipeError("comm_hook applies to DDP; FSDP reduces gradients itself (set fsdp=false)")
         if self.task == "files" and not self.train_file:
             raise RecipeError("task=files needs train_file (and optionally dev_file, test_file)")
         if not 0 <= self.dropout < 1 or not 0 <= self.attn_dropout < 1:
