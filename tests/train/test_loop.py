@@ -184,3 +184,35 @@ def test_powersgd_gradient_compression_hook(tmp_path: Path) -> None:
                  *overrides(comm_hook="powersgd", powersgd_rank="2"), home=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout)["config"]["comm_hook"] == "powersgd"
+
+
+def test_steady_state_skips_the_warm_up_window() -> None:
+    from dgxperf.train.loop import steady_state
+
+    windows = [{"samples_per_s": 10.0, "real_tokens_per_s": 1.0, "mfu": None}] + [
+        {"samples_per_s": v, "real_tokens_per_s": v * 100, "mfu": None} for v in (100.0, 90.0, 110.0)
+    ]
+    steady = steady_state(windows)
+    assert steady["steady_samples_per_s"] == 100.0 and steady["steady_windows"] == 3
+    assert steady["steady_mfu"] is None
+    assert steady_state([]) == {}
+
+
+def test_synthetic_fixed_length_task(tmp_path: Path) -> None:
+    cfg = recipes.build_config(
+        "optimized",
+        overrides={
+            "task": "synthetic",
+            "synthetic_samples": "256",
+            "preset": "tiny",
+            "compile": "false",
+            "precision": "fp32",
+            "num_workers": "0",
+            "log_every": "1",
+            "max_steps": "6",
+        },
+    )
+    result = run(cfg, tmp_path / "synthetic", checkpoints=False)
+    assert result["data"]["task"] == "synthetic" and result["steps"] == 6
+    assert result["epochs"][0]["padding_share"] == 0.0  # fixed length: nothing to pad
+    assert result["summary"]["steady_samples_per_s"] > 0

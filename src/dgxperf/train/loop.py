@@ -394,6 +394,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
             ckpt_dir, step, state, rank=context.rank, barrier=context.barrier, keep=options.keep_checkpoints
         )
 
+    windows: list[dict[str, Any]] = []  # every timed log window of this process, for the steady state
     while epoch < config.epochs and step < total_steps:
         sampler.set_epoch(epoch)
         meter = ThroughputMeter(
@@ -497,6 +498,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
                     record["loss_scale"] = float(scaler.get_scale())
                     record["skipped_steps"] = _skipped_steps(optimizer, step)
                 log.write(record)
+                windows.append(rates)
                 if options.on_log and context.is_main:
                     options.on_log(record | {"total_steps": total_steps, "epochs": config.epochs})
                 loss_sum.zero_()
@@ -588,11 +590,31 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
             "test_macro_f1": test["macro_f1"],
             "wall_seconds": time.perf_counter() - started_wall,
             "skipped_steps": _skipped_steps(optimizer, step) if scaler is not None else 0,
+            **steady_state(windows),
         },
         "out_dir": str(options.out_dir),
     }
     (options.out_dir / "result.json").write_text(json.dumps(result, indent=1, default=str))
     return result
+
+
+def steady_state(windows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median rates over the logged windows after the first (which holds compilation and warm-up):
+    the throughput a long run settles at, next to the whole-epoch figures that include that warm-up."""
+    usable = windows[1:] if len(windows) > 1 else windows
+    if not usable:
+        return {}
+
+    def median(key: str) -> float | None:
+        values = sorted(w[key] for w in usable if w.get(key) is not None)
+        return values[len(values) // 2] if values else None
+
+    return {
+        "steady_samples_per_s": median("samples_per_s"),
+        "steady_real_tokens_per_s": median("real_tokens_per_s"),
+        "steady_mfu": median("mfu"),
+        "steady_windows": len(usable),
+    }
 
 
 def _skipped_steps(optimizer: Any, attempted: int) -> int:
