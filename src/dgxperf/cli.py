@@ -743,6 +743,179 @@ class _TrainDisplay:
             self.progress.console.print(text, style="dim", highlight=False, markup=False)
 
 
+# -- monitor, exporter, grafana, advise ---------------------------------------------------------------------
+
+ReplayOpt = Annotated[
+    Path | None, typer.Option("--replay", help="Read samples from a recording instead of this node's GPUs.")
+]
+
+
+def _open_source(replay: Path | None, *, interval: float, speed: float, loop: bool) -> Any:
+    from dgxperf.monitor.sources import LiveSource, RecordedSource, RecordingError
+
+    if interval <= 0:
+        usage_error(f"--interval {interval}: must be > 0 seconds")
+    if replay is None:
+        return LiveSource(interval)
+    try:
+        return RecordedSource(replay, speed=speed, loop=loop)
+    except RecordingError as exc:
+        usage_error(str(exc))
+
+
+@app.command()
+def monitor(
+    interval: Annotated[float, typer.Option("--interval", "-i", help="Seconds between samples.")] = 1.0,
+    once: Annotated[bool, typer.Option("--once", help="Print one sample and exit.")] = False,
+    duration: Annotated[
+        float | None, typer.Option("--duration", min=0, help="Stop after this many seconds.")
+    ] = None,
+    record: Annotated[
+        Path | None, typer.Option("--record", help="Also write every sample to FILE (JSON Lines).")
+    ] = None,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", help="No live view (recording in the background).")
+    ] = False,
+    replay: ReplayOpt = None,
+    speed: Annotated[
+        float, typer.Option("--speed", min=0, help="Replay speed (1 = original, 0 = at once).")
+    ] = 1.0,
+) -> None:
+    """Live GPU and host telemetry, like `nvidia-smi dmon` with SM, tensor and DRAM activity (GPM)."""
+    from dgxperf.monitor.sources import RecordingError
+    from dgxperf.monitor.view import run_monitor
+
+    if record is not None and not record.parent.is_dir():
+        usage_error(f"cannot record to {record}: folder {record.parent} does not exist")
+    source = _open_source(replay, interval=interval, speed=speed, loop=False)
+    view_console = Console(quiet=True) if quiet else console
+    try:
+        with source:
+            count = run_monitor(source, once=once, duration_s=duration, record=record, console=view_console)
+    except RecordingError as exc:
+        usage_error(str(exc))
+    if quiet:
+        err_console.print(f"{count} sample(s)" + (f" recorded to {record}" if record else ""))
+
+
+@app.command()
+def exporter(
+    listen: Annotated[str, typer.Option("--listen", help="ADDR:PORT to serve /metrics on.")] = ":9400",
+    interval: Annotated[float, typer.Option("--interval", "-i", help="Seconds between samples.")] = 1.0,
+    replay: ReplayOpt = None,
+    train_metrics: Annotated[
+        Path | None, typer.Option("--train-metrics", help="A `dgxperf train` metrics.jsonl to export too.")
+    ] = None,
+) -> None:
+    """Prometheus exporter with dcgm-exporter's metric names and labels, plus dgxperf_* extras."""
+    from dgxperf.monitor.exporter import run_exporter
+    from dgxperf.monitor.sources import LiveSource, RecordedSource
+
+    if replay is not None and not replay.exists():
+        usage_error(f"cannot read recording {replay}: no such file")
+
+    def factory() -> Any:
+        # A recording is served in a loop at the exporter's own pace, so dashboards see a live stream.
+        return RecordedSource(replay, speed=0.0, loop=True) if replay is not None else LiveSource(interval)
+
+    raise typer.Exit(run_exporter(factory, listen, interval, train_metrics, err_console))
+
+
+@app.command()
+def grafana(
+    out: Annotated[
+        Path, typer.Option("--out", help="Folder for dashboard.json, prometheus.yml, alerts.yml.")
+    ] = Path("dgxperf-grafana"),
+    datasource: Annotated[
+        str, typer.Option("--datasource", help="Grafana's Prometheus datasource name.")
+    ] = "Prometheus",
+    target: Annotated[
+        list[str] | None, typer.Option("--target", help="HOST:PORT of an exporter to scrape (repeatable).")
+    ] = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Write a Grafana dashboard with the guides' panels, a Prometheus scrape config and alert rules."""
+    from dgxperf.monitor.grafana import write_grafana
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        usage_error(f"cannot create {out}: {exc.strerror or exc}")
+    paths = write_grafana(out, datasource=datasource, targets=tuple(target or ("localhost:9400",)))
+    if json_out:
+        print_json({"files": [str(p) for p in paths]})
+        return
+    for path in paths:
+        console.print(f"wrote {path}")
+    console.print(
+        "Import dashboard.json in Grafana (Dashboards > New > Import); add prometheus.yml's job and "
+        "alerts.yml's rules to your Prometheus.",
+        style="dim",
+    )
+
+
+@app.command()
+def advise(
+    recording: Annotated[
+        Path | None, typer.Argument(help="A recording from `dgxperf monitor --record`.")
+    ] = None,
+    live: Annotated[
+        float | None, typer.Option("--live", min=1, help="Sample this node for N seconds, then advise.")
+    ] = None,
+    window: Annotated[
+        float, typer.Option("--window", help="Sliding window, seconds, for transient problems.")
+    ] = 60,
+    thresholds: Annotated[
+        Path | None, typer.Option("--thresholds", help="YAML/JSON {rule_id: {threshold: value}} overrides.")
+    ] = None,
+    list_rules: Annotated[
+        bool, typer.Option("--list-rules", help="Print every rule and its thresholds.")
+    ] = False,
+    json_out: JsonFlag = False,
+) -> None:
+    """Why is my job slow? Rules over telemetry (guide B's dgx-monitor, guide A §6.1) with the fix to make."""
+    from dgxperf.advise.base import AdviseError
+    from dgxperf.advise.engine import load_thresholds, rule_catalog, run_advise
+    from dgxperf.monitor.sources import LiveSource, RecordingError, read_recording
+    from dgxperf.render import render_advice, render_rule_catalog
+
+    try:
+        overrides = load_thresholds(thresholds) if thresholds is not None else None
+        if list_rules:
+            catalog = rule_catalog(overrides)
+            if json_out:
+                print_json(catalog)
+            else:
+                render_rule_catalog(console, catalog)
+            raise typer.Exit(EXIT_OK)
+        if (recording is None) == (live is None):
+            usage_error("give a RECORDING or --live SECONDS (one of them)")
+        warnings: list[str] = []
+        if recording is not None:
+            header, samples, warnings = read_recording(recording)
+        else:
+            assert live is not None
+            with LiveSource(1.0) as source, err_console.status(f"sampling this node for {live:.0f} s ..."):
+                header = source.header
+                samples = []
+                while len(samples) < live:
+                    sample = source.next_sample()
+                    if sample is None:
+                        break
+                    samples.append(sample)
+        report = run_advise(samples, header, window_s=window, thresholds=overrides)
+    except (AdviseError, RecordingError) as exc:
+        usage_error(str(exc))
+    for warning in warnings:
+        err_console.print(f"[yellow]warning:[/] {warning}", highlight=False)
+    result = report.to_json()
+    if json_out:
+        print_json(result)
+    else:
+        render_advice(console, report)
+    raise typer.Exit(EXIT_OK)
+
+
 # -- validate -----------------------------------------------------------------------------------------------
 
 

@@ -368,3 +368,56 @@ def render_train(console: Console, result: dict[str, Any]) -> None:
         f"test: accuracy {test['accuracy']:.4f}, macro-F1 {test['macro_f1']:.4f} ({test['samples']} samples)"
     )
     console.print(f"run folder: {result['out_dir']}", style="dim")
+
+
+SEVERITY_STYLE = {"critical": "bold red", "warn": "yellow", "info": "cyan"}
+
+
+def render_advice(console: Console, report: Any) -> None:
+    data = report.to_json()
+    span = data["range"]
+    console.print(
+        f"[bold]dgxperf advise[/] — {report.hostname} — {span['samples']} samples over "
+        f"{span['duration_s'] or 0:.0f} s, GPUs {', '.join(str(g) for g in report.gpus) or 'none'}",
+        highlight=False,
+    )
+    if not report.suggestions:
+        console.print("No rule fired: nothing in this window explains a slowdown.", style="green")
+    for s in report.suggestions:
+        where = "whole range" if s.scope == "range" else "worst window"
+        if s.windows:
+            where += f", fired in {s.windows[0]} of {s.windows[1]} windows"
+        guide = f" (guide {s.guide})" if s.guide else ""
+        console.print(
+            Text.assemble((f"{s.severity.upper():<8}", SEVERITY_STYLE.get(s.severity, "")), (s.title, "bold"))
+        )
+        console.print(Padding(Text(f"{s.why}{guide} [{s.rule}, {where}]"), (0, 0, 0, 9)))
+        console.print(Padding(Text(f"evidence: {s.evidence.text()}", style="dim"), (0, 0, 0, 9)))
+        console.print(Padding(Text(f"fix: {s.fix}"), (0, 0, 0, 9)))
+        for action in s.actions:
+            console.print(Padding(Text(f"$ {action}"), (0, 0, 0, 11)))
+        console.print(Padding(Text(f"expected: {s.expected_effect}", style="dim"), (0, 0, 0, 9)))
+    skipped = report.not_evaluated
+    if skipped:
+        console.print(
+            "not evaluated: " + "; ".join(f"{r.id} ({r.reason})" for r in skipped),
+            style="dim",
+            highlight=False,
+        )
+
+
+def render_rule_catalog(console: Console, catalog: list[dict[str, Any]]) -> None:
+    table = Table(title="advise rules", title_justify="left")
+    for column in ("rule", "origin", "guide", "needs", "thresholds"):
+        table.add_column(column, overflow="fold")
+    for rule in catalog:
+        thresholds = rule.get("thresholds", {})
+        text = ", ".join(f"{k}={v['value'] if isinstance(v, dict) else v}" for k, v in thresholds.items())
+        table.add_row(
+            rule.get("id", ""),
+            str(rule.get("origin", "")),
+            str(rule.get("guide") or ""),
+            ", ".join(rule.get("needs", []) if isinstance(rule.get("needs"), list) else []),
+            text,
+        )
+    console.print(table)

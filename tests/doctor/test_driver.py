@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from dgxperf.doctor import driver
-from dgxperf.doctor.driver import parse_xids
 from dgxperf.hw.snapshot import Snapshot
+from dgxperf.hw.xid import parse_xids
 from dgxperf.results import NA, Finding, Status
 from tests.doctor.hostfixtures import NVML_DOWN, NVML_UP, host_tree, run_checks, snapshot, snapshot_of, write
 

@@ -12,25 +12,10 @@ from typing import Any
 
 from dgxperf.bench.base import Measurement, human_bytes, time_gpu
 from dgxperf.bench.device import Device
+from dgxperf.hw.specs import link_peak_gbs
 
 SIZES = (1 << 20, 16 << 20, 256 << 20, 1 << 30)
 QUICK_SIZES = (16 << 20, 256 << 20)
-
-# GB/s per lane per direction after line encoding (Gen6 uses PAM4 + FLIT with ~242/256 efficiency).
-LANE_GBS = {
-    1: 0.25,
-    2: 0.5,
-    3: 8 * 128 / 130 / 8,
-    4: 16 * 128 / 130 / 8,
-    5: 32 * 128 / 130 / 8,
-    6: 64 * 242 / 256 / 8,
-}
-
-
-def link_peak_gbs(generation: int | None, width: int | None) -> float | None:
-    if not generation or not width or generation not in LANE_GBS:
-        return None
-    return LANE_GBS[generation] * width
 
 
 def measure(

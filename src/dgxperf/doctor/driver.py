@@ -14,13 +14,12 @@ from typing import Any
 
 from dgxperf.doctor.base import Check, context_reason, unknown
 from dgxperf.hw.snapshot import Snapshot
+from dgxperf.hw.xid import APPLICATION_XIDS, HARDWARE_XIDS, XID_LINE, parse_xids
 from dgxperf.results import NA, Finding, Fix, Status
 
 AREA = "driver"
 GUIDE_CHAIN = "B §5.1"
 
-HARDWARE_XIDS = frozenset({48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 140})
-APPLICATION_XIDS = frozenset({13, 31, 43, 45, 69})
 
 # lines of the kernel log that mean the driver could not start or lost a GPU
 NVRM_ERRORS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -33,11 +32,6 @@ NVRM_ERRORS: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 MODULE_VERIFICATION = re.compile(r"module verification failed", re.I)
 NVIDIA_LINE = re.compile(r"NVRM|nvidia", re.I)
-XID_LINE = re.compile(
-    r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+(?:\.[0-7])?)\):\s*(?P<xid>\d+)"
-    r"(?:,\s*(?P<rest>.*))?"
-)
-TIMESTAMP = re.compile(r"^\[\s*(\d+\.\d+)\]\s*")
 KERNEL_MODULE_VERSION = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+(?:\.\d+)+)")
 
 
@@ -269,39 +263,6 @@ XID_WHY = (
     "off the bus, NVLink, GSP errors) mean the GPU needs a reset or replacement; application XIDs (illegal "
     "memory access, MMU fault) point at the program that ran. The kernel log covers the time since boot."
 )
-
-
-def parse_xids(lines: Iterable[str]) -> list[dict[str, Any]]:
-    """Every ``NVRM: Xid (PCI:0000:18:00): 79, pid=..., name=..., message`` line as a dict.
-
-    Keys: xid (int), pci (``0000:18:00``, lower case), pid (int or None), name (str or None),
-    message (the rest of the line), seconds (the log timestamp or None), line (the whole line).
-    """
-    found = []
-    for line in lines:
-        match = XID_LINE.search(line)
-        if not match:
-            continue
-        rest = match.group("rest") or ""
-        pid_match = re.search(r"pid=(?:'([^']*)'|([^,\s]*))", rest)
-        pid_text = (pid_match.group(1) or pid_match.group(2) or "") if pid_match else ""
-        name_match = re.search(r"name=(?:'([^']*)'|([^,]*))", rest)
-        name = (name_match.group(1) or name_match.group(2) or "").strip() if name_match else ""
-        message = re.sub(r"^(?:pid=(?:'[^']*'|[^,]*),\s*)?(?:name=(?:'[^']*'|[^,]*),\s*)?", "", rest).strip()
-        stamp = TIMESTAMP.match(line)
-        domain, bus, device = match.group("pci").split(".")[0].split(":")
-        found.append(
-            {
-                "xid": int(match.group("xid")),
-                "pci": f"{int(domain, 16):04x}:{int(bus, 16):02x}:{int(device, 16):02x}",
-                "pid": int(pid_text) if pid_text.isdigit() else None,
-                "name": name if name and name != "<unknown>" else None,
-                "message": message,
-                "seconds": float(stamp.group(1)) if stamp else None,
-                "line": line,
-            }
-        )
-    return found
 
 
 def _xid_summary(xids: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:

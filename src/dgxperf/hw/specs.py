@@ -484,3 +484,20 @@ def get_spec(key: str) -> GpuSpec:
         return _BY_KEY[key]
     except KeyError:
         raise KeyError(f"no GPU spec with key {key!r}; known keys: {', '.join(_BY_KEY)}") from None
+
+
+# GB/s per lane per direction after line encoding (Gen6 uses PAM4 + FLIT with ~242/256 efficiency).
+LANE_GBS = {
+    1: 0.25,
+    2: 0.5,
+    3: 8 * 128 / 130 / 8,
+    4: 16 * 128 / 130 / 8,
+    5: 32 * 128 / 130 / 8,
+    6: 64 * 242 / 256 / 8,
+}
+
+
+def link_peak_gbs(generation: int | None, width: int | None) -> float | None:
+    if not generation or not width or generation not in LANE_GBS:
+        return None
+    return LANE_GBS[generation] * width

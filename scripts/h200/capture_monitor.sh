@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Recordings for `dgxperf monitor` / `advise` (issue 5) on the lent H200: one recording per workload while
+# `dgxperf monitor --record` samples at 1 Hz, then the live sampling cost and the exporter's scrape latency.
+# Usage (repository root, GPU machine): OUT=dir SECONDS_EACH=30 bash scripts/h200/capture_monitor.sh
+set -uo pipefail
+OUT="${OUT:?set OUT}"
+EACH="${SECONDS_EACH:-30}"
+export PYTHONPATH=src PYTHONUNBUFFERED=1 COLUMNS=160 DGXPERF_HOME="$OUT/home"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+log="$OUT/log-monitor.txt"
+{
+  echo "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
+  for mode in idle gemm memory starved h2d; do
+    echo "== recording $mode ($EACH s)"
+    python3 -m dgxperf monitor --record "$OUT/rec-$mode.jsonl" --duration $((EACH + 4)) --interval 1 --quiet &
+    recorder=$!
+    sleep 2
+    python3 scripts/h200/workloads.py "$mode" "$EACH"
+    echo "workload exit $?"
+    wait "$recorder"
+    echo "recorder exit $?"
+  done
+  echo "== sampling cost, live NVML at 1 Hz"
+  python3 -c 'from dgxperf.monitor.sources import LiveSource; from dgxperf.monitor.view import measure_sampling_cost; import json; s = LiveSource(1.0); print(json.dumps(measure_sampling_cost(s, 30))); s.close()'
+} > "$log" 2>&1
+rm -rf "${OUT:?}/home"
+tail -n 30 "$log"
