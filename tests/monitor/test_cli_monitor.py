@@ -53,7 +53,7 @@ def test_grafana_writes_three_files(tmp_path: Path) -> None:
         (["advise", "/nonexistent.jsonl"], "cannot read"),
         (
             ["advise", str(FIXTURE), "--thresholds", str(ROOT / "tests/data/advise/thresholds-typo.yaml")],
-            "unknown",
+            "has no threshold",
         ),
         (["monitor", "--replay", "/nonexistent.jsonl"], "cannot read"),
         (["monitor", "--interval", "0"], "must be > 0"),
