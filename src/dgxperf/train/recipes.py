@@ -52,6 +52,7 @@ class TrainConfig:
     test_file: str | None = None
     tokenizer: str = "char"
     max_len: int = 128
+    truncation: str = "head"
     padding: str = "max"
     pad_multiple: int = 8
     bucketing: bool = False
@@ -64,6 +65,7 @@ class TrainConfig:
     dropout: float = 0.1
     attn_dropout: float = 0.1
     ln_fp32: bool = False
+    pooling: str = "cls"
     # -- precision
     precision: str = "fp32"
     scaler_init_scale: float = 2.0**16
@@ -128,6 +130,8 @@ class TrainConfig:
         choose("task", self.task, TASKS)
         choose("tokenizer", self.tokenizer, ("char", "wordpiece"))
         choose("compile_scope", self.compile_scope, ("blocks", "model"))
+        choose("truncation", self.truncation, ("head", "head_tail"))
+        choose("pooling", self.pooling, ("cls", "mean"))
         positive = (
             "max_len",
             "batch_size",
