@@ -316,6 +316,8 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
         torch.cuda.set_per_process_memory_fraction(config.memory_fraction, context.device)
     core = Encoder(model_config).to(context.device)
     model: Any = core
+    if config.activation_checkpointing:
+        parallel.checkpoint_blocks(core)
     if config.compile and config.compile_scope == "blocks":
         parallel.compile_blocks(core, config)
     sharded = config.fsdp and context.distributed
@@ -528,6 +530,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
             "mfu": totals["mfu"],
             "mfu_vs_measured_gemm": totals["mfu_vs_measured_gemm"],
             "peak_memory_bytes": torch.cuda.max_memory_allocated(context.device) if context.cuda else None,
+            "peak_reserved_bytes": torch.cuda.max_memory_reserved(context.device) if context.cuda else None,
             "dev_accuracy": dev["accuracy"],
             "dev_macro_f1": dev["macro_f1"],
             "dev_loss": dev["loss"],

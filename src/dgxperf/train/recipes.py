@@ -52,7 +52,7 @@ class TrainConfig:
     test_file: str | None = None
     tokenizer: str = "char"
     max_len: int = 128
-    truncation: str = "head"
+    truncation: str = "head_tail"
     padding: str = "max"
     pad_multiple: int = 8
     bucketing: bool = False
@@ -77,7 +77,7 @@ class TrainConfig:
     max_steps: int | None = None
     batch_size: int = 64
     grad_accum: int = 1
-    lr: float = 1e-4
+    lr: float = 5e-5
     lr_reference_batch: int | None = None
     weight_decay: float = 0.01
     beta1: float = 0.9
@@ -105,6 +105,7 @@ class TrainConfig:
     compile: bool = False
     compile_scope: str = "blocks"
     compile_mode: str | None = None
+    activation_checkpointing: bool = False
     memory_fraction: float | None = None
     # -- reliability and output
     seed: int = 42

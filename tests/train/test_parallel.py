@@ -1,0 +1,48 @@
+"""What parallel.py applies to the model from outside it: activation checkpointing."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from dgxperf.train import parallel
+from dgxperf.train.model import Encoder, preset
+
+
+def _loss_and_grads(model: Encoder, ids: torch.Tensor, mask: torch.Tensor) -> tuple[float, dict[str, torch.Tensor]]:
+    torch.manual_seed(7)  # the same dropout masks in both runs
+    loss = F.cross_entropy(model(ids, mask), torch.tensor([0, 1, 1, 0]))
+    loss.backward()
+    return loss.item(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def test_activation_checkpointing_gives_the_same_loss_and_gradients_and_keeps_names() -> None:
+    config = preset("tiny", vocab_size=40, num_labels=2, max_len=16)  # dropout on: masks must replay
+    torch.manual_seed(0)
+    plain = Encoder(config)
+    checkpointed = Encoder(config)
+    checkpointed.load_state_dict(plain.state_dict())
+    parallel.checkpoint_blocks(checkpointed)
+    assert list(checkpointed.state_dict()) == list(plain.state_dict())
+    ids = torch.randint(1, 40, (4, 12), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids, dtype=torch.bool)
+    mask[2, 6:] = False
+    loss_a, grads_a = _loss_and_grads(plain, ids, mask)
+    loss_b, grads_b = _loss_and_grads(checkpointed, ids, mask)
+    assert loss_a == loss_b
+    assert grads_a.keys() == grads_b.keys() and len(grads_a) == len(list(plain.parameters()))
+    for name in grads_a:
+        torch.testing.assert_close(grads_a[name], grads_b[name], msg=name)
+
+
+def test_activation_checkpointing_recomputes_each_block_in_backward() -> None:
+    torch.manual_seed(0)
+    model = Encoder(preset("tiny", vocab_size=40, num_labels=2, max_len=16))
+    parallel.checkpoint_blocks(model)
+    calls: list[int] = []
+    model.blocks[0].attn.register_forward_hook(lambda *_: calls.append(1))
+    ids = torch.randint(1, 40, (2, 8))
+    loss = F.cross_entropy(model(ids, None), torch.tensor([0, 1]))
+    assert len(calls) == 1
+    loss.backward()
+    assert len(calls) == 2  # the forward ran again during backward: its activations were not kept
