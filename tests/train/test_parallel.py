@@ -9,7 +9,9 @@ from dgxperf.train import parallel
 from dgxperf.train.model import Encoder, preset
 
 
-def _loss_and_grads(model: Encoder, ids: torch.Tensor, mask: torch.Tensor) -> tuple[float, dict[str, torch.Tensor]]:
+def _loss_and_grads(
+    model: Encoder, ids: torch.Tensor, mask: torch.Tensor
+) -> tuple[float, dict[str, torch.Tensor]]:
     torch.manual_seed(7)  # the same dropout masks in both runs
     loss = F.cross_entropy(model(ids, mask), torch.tensor([0, 1, 1, 0]))
     loss.backward()

@@ -23,8 +23,18 @@ def test_the_three_recipes_validate_and_differ_as_documented() -> None:
     assert guide.grad_accum > 1 and guide.num_workers > 0 and guide.pin_memory and guide.non_blocking
     assert guide.memory_fraction == 0.9 and guide.padding == "max"
     # The same learning hyper-parameters across recipes, so accuracy compares fairly.
-    shared = ("lr", "epochs", "warmup_ratio", "weight_decay", "max_len", "preset", "seed", "dropout",
-              "truncation", "pooling")
+    shared = (
+        "lr",
+        "epochs",
+        "warmup_ratio",
+        "weight_decay",
+        "max_len",
+        "preset",
+        "seed",
+        "dropout",
+        "truncation",
+        "pooling",
+    )
     for field in shared:
         assert getattr(baseline, field) == getattr(guide, field) == getattr(optimized, field), field
     assert optimized.precision == "bf16" and optimized.bucketing and optimized.padding == "dynamic"

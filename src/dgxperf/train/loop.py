@@ -85,9 +85,7 @@ def prepare_data(config: TrainConfig, options: RunOptions, context: parallel.Run
             tokenizer = build_tokenizer(config.tokenizer, text.texts("train"))
             if context.is_main:
                 tokenizer.save(tokenizer_path)
-        task = data_mod.encoded_cached(
-            text, tokenizer, config.max_len, options.cache_dir, config.truncation
-        )
+        task = data_mod.encoded_cached(text, tokenizer, config.max_len, options.cache_dir, config.truncation)
         info = {"task": text.name, "stats": text.stats().to_json(), "encoded": task.to_json()}
         return task, info
 
