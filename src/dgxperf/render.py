@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,6 @@ from rich.table import Table
 from rich.text import Text
 
 from dgxperf.doctor import AREAS, DoctorReport
-from dgxperf.report.validate import PHASES, ValidateResult
 from dgxperf.results import Finding, Status, to_jsonable
 from dgxperf.store import MISSING, Comparison, RunRecord
 
@@ -101,25 +100,27 @@ def render_doctor(console: Console, report: DoctorReport, *, problems_only: bool
     )
 
 
-def render_validate(console: Console, outcome: ValidateResult, run_id: int | None) -> None:
-    console.print("[bold]dgxperf validate[/] — guide A §7's validation for this node, as one command.")
-    table = Table(box=None, pad_edge=False)
-    table.add_column("phase", style="bold", no_wrap=True)
-    table.add_column("what it gives")
-    table.add_column("state", no_wrap=True)
-    for phase in PHASES:
-        state = Text("ran", style="green") if phase.available else Text("not yet available", style="dim")
-        table.add_row(phase.name, phase.what, state)
-    console.print(table)
-    console.print(f"\ndoctor: {outcome.doctor.summary_line()} — details and fixes: dgxperf doctor")
-    if not outcome.complete:
-        console.print(
-            "The benchmark, training, advice, ablation and report phases are not yet available in this "
-            "version; validate will run them in this order and write one report.",
-            style="dim",
-        )
-    if run_id is not None:
-        console.print(f"saved as run {run_id} (dgxperf runs show {run_id})", style="dim")
+def render_validate(console: Console, result: Mapping[str, Any], md: Path, page: Path) -> None:
+    from dgxperf.report.document import phase_table, tables_for_terminal
+
+    def show(title: str, table: tuple[list[str], list[list[str]]]) -> None:
+        headers, rows = table
+        view = Table(title=title, title_justify="left")
+        for header in headers:
+            view.add_column(header)
+        for row in rows:
+            view.add_row(*row)
+        console.print(view)
+
+    show("phases", phase_table(result))
+    for title, table in tables_for_terminal(result):
+        if table[1]:
+            show(title, table)
+    if not result.get("complete"):
+        console.print("[bold yellow]the report is incomplete[/]: see the phase table", highlight=False)
+    console.print(f"report: {page}  (Markdown: {md})", highlight=False)
+    if result.get("run_id") is not None:
+        console.print(f"saved as run {result['run_id']} (dgxperf runs show {result['run_id']})", style="dim")
 
 
 def render_runs(console: Console, records: Sequence[RunRecord], path: Path) -> None:

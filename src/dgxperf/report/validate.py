@@ -1,59 +1,656 @@
-"""`dgxperf validate`: guide A §7's validation for this node, phase by phase.
+"""`dgxperf validate`: guide A §7's validation for this node as one command, and one report.
 
-Phases land with their issues; until then validate runs what exists (the node audit) and says plainly
-which phases are not yet available, so the README's first command always does something useful.
+Phases, in order: the node audit (doctor), the ceilings (bench all --quick), the three recipes trained on
+the same data, preset, max length and epochs with the monitor recording in the background, the advisor on
+each recording, an ablation of every piece of ``optimized`` (each removed from ``optimized`` and added to
+``guide``, over a fixed number of steps), and the Markdown + HTML report.
+
+Each training run is its own ``dgxperf train`` process (as a user would run it): compilation caches,
+CUDA memory and a crash stay inside it, its result lands in the run store under its own id, and the report
+links every number to that id. A failing phase is recorded with its error and the next phase still runs;
+Ctrl-C stops the running phase, marks the rest "not run" and writes the report marked incomplete. The
+state is written atomically after every phase (``validate.json``), so a report is never half-written.
+
+On a node without a GPU validate runs a quick mode (preset tiny, a subset of the data, the CPU) that
+exercises every phase within minutes; its banner says that no GPU figure is in it and why.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from dgxperf import __version__
-from dgxperf.doctor import DoctorReport
+from dgxperf.atomic import atomic_write
 
-VALIDATE_SCHEMA = "dgxperf.validate/0"
-
-
-@dataclasses.dataclass(frozen=True)
-class Phase:
-    name: str
-    what: str
-    available: bool
-
-
+VALIDATE_SCHEMA = "dgxperf.validate/1"
+RECIPES = ("baseline", "guide", "optimized")
 PHASES = (
-    Phase("doctor", "node audit against both guides", True),
-    Phase("bench all --quick", "GEMM, HBM, PCIe and NCCL ceilings vs datasheet peaks", False),
-    Phase("train baseline / guide / optimized", "guide A §7's table for this node, with telemetry", False),
-    Phase("advise", "what slowed each recipe, from its telemetry", False),
-    Phase("ablation", "the measured effect of each optimisation on its own", False),
-    Phase("report", "Markdown and self-contained HTML report", False),
+    ("doctor", "node audit against both guides"),
+    ("bench", "GEMM, HBM, PCIe and NCCL ceilings vs datasheet peaks (bench all --quick)"),
+    ("train", "baseline, guide and optimized on the same data, with telemetry"),
+    ("advise", "what slowed each recipe, from its telemetry"),
+    ("ablation", "the measured effect of each optimisation on its own"),
+    ("report", "Markdown and self-contained HTML report"),
 )
 
 
+class ValidateError(Exception):
+    """A bad option combination, said before anything runs."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One ablation run: a recipe with some fields changed, and what that change stands for."""
+
+    name: str
+    recipe: str
+    fields: Mapping[str, str]
+    what: str
+    multi_gpu_only: bool = False
+
+
+# Each piece of `optimized` is measured twice: taken out of optimized (what it is worth in the full
+# recipe) and put into guide (what it is worth on its own); interactions make the two differ.
+ABLATION: tuple[Variant, ...] = (
+    Variant("optimized", "optimized", {}, "reference: the optimized recipe"),
+    Variant(
+        "optimized - bf16", "optimized", {"precision": "fp16"}, "fp16 autocast + GradScaler instead of bf16"
+    ),
+    Variant("optimized - fused AdamW", "optimized", {"fused_optimizer": "false"}, "foreach AdamW"),
+    Variant("optimized - compile", "optimized", {"compile": "false"}, "eager instead of torch.compile"),
+    Variant(
+        "optimized - bucketing",
+        "optimized",
+        {"bucketing": "false", "padding": "max"},
+        "every batch padded to max_len",
+    ),
+    Variant(
+        "optimized - workers/pinning",
+        "optimized",
+        {"num_workers": "0", "pin_memory": "false", "non_blocking": "false"},
+        "DataLoader in the training process, pageable copies",
+    ),
+    Variant("optimized - no_sync", "optimized", {"no_sync": "false"}, "all-reduce every micro-batch", True),
+    Variant("optimized + bf16 comm hook", "optimized", {"comm_hook": "bf16"}, "gradients sent in bf16", True),
+    Variant("optimized (repeat)", "optimized", {}, "reference again, after its variants"),
+    Variant("guide", "guide", {}, "reference: guide A's recipe"),
+    Variant("guide + bf16", "guide", {"precision": "bf16"}, "bf16 autocast, no GradScaler"),
+    Variant("guide - FP32 LayerNorm", "guide", {"ln_fp32": "false"}, "LayerNorm in the autocast dtype"),
+    Variant("guide + fused AdamW", "guide", {"fused_optimizer": "true"}, "fused AdamW"),
+    Variant("guide + compile", "guide", {"compile": "true"}, "torch.compile per block"),
+    Variant(
+        "guide + bucketing",
+        "guide",
+        {"bucketing": "true", "padding": "dynamic"},
+        "length buckets, padding to the batch's longest",
+    ),
+    Variant(
+        "guide - DDP flags",
+        "guide",
+        {"gradient_as_bucket_view": "false", "static_graph": "false"},
+        "default DDP",
+        True,
+    ),
+    Variant("guide (repeat)", "guide", {}, "reference again, after its variants"),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class ValidatePlan:
+    """What validate will run, decided before it starts (and printed in the report)."""
+
+    mode: str  # "full" (GPUs) or "quick" (no GPU: CPU, preset tiny, a data subset)
+    device: str
+    gpus: int
+    preset: str
+    epochs: int
+    train_samples: int | None
+    ablation_steps: int
+    shared: Mapping[str, str]  # recipe fields set on every run (quick mode's CPU settings)
+    data_args: tuple[str, ...]
+    skip: frozenset[str]
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["skip"] = sorted(self.skip)
+        data["shared"] = dict(self.shared)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ValidatePlan:
+        try:
+            fields = {f.name: data[f.name] for f in dataclasses.fields(cls)}
+        except KeyError as exc:
+            raise ValidateError(
+                f"the saved plan has no {exc.args[0]!r}: not a validate.json of this version"
+            ) from None
+        fields["skip"] = frozenset(fields["skip"])
+        fields["data_args"] = tuple(fields["data_args"])
+        return cls(**fields)
+
+
+# Quick mode exists to prove the pipeline end to end on a laptop or CI (2 cores): every phase runs,
+# within about five minutes. torch.compile on a CPU takes minutes per graph, so it is off everywhere, and
+# the tiny model needs a larger learning rate than the shared 5e-5 to move in so few steps.
+QUICK_SHARED = {"compile": "false", "lr": "5e-4", "num_workers": "0", "batch_size": "32", "grad_accum": "1"}
+QUICK_TRAIN_SAMPLES = 1024
+
+
+def choose_plan(
+    *,
+    gpu_count: int,
+    quick: bool,
+    gpus: int,
+    preset: str | None,
+    epochs: int | None,
+    train_samples: int | None,
+    ablation_steps: int | None,
+    data_dir: Path | None,
+    skip: Sequence[str],
+) -> ValidatePlan:
+    known = {name for name, _ in PHASES} - {"report"}
+    unknown = sorted(set(skip) - known)
+    if unknown:
+        raise ValidateError(f"--skip {', '.join(unknown)}: choose from {', '.join(sorted(known))}")
+    data_args = ("--data-dir", str(data_dir)) if data_dir is not None else ()
+    if gpu_count == 0 or quick:
+        reason = (
+            "quick mode asked for (--quick)"
+            if gpu_count
+            else "no CUDA GPU is visible here, so validate runs its quick mode on the CPU"
+        )
+        if gpus > 1:
+            raise ValidateError(f"--gpus {gpus}: quick mode runs one CPU process")
+        return ValidatePlan(
+            mode="quick",
+            device="cpu",
+            gpus=1,
+            preset=preset or "tiny",
+            epochs=epochs or 2,
+            train_samples=train_samples if train_samples is not None else QUICK_TRAIN_SAMPLES,
+            ablation_steps=ablation_steps or 6,
+            shared=dict(QUICK_SHARED),
+            data_args=data_args,
+            skip=frozenset(skip) | {"bench"},
+            reason=reason + "; GPU figures (MFU, GPU telemetry, ceilings) are absent.",
+        )
+    if gpus > gpu_count:
+        raise ValidateError(f"--gpus {gpus}: this node has {gpu_count} GPU(s)")
+    return ValidatePlan(
+        mode="full",
+        device="cuda",
+        gpus=gpus,
+        preset=preset or "large",
+        epochs=epochs or 1,
+        train_samples=train_samples,
+        ablation_steps=ablation_steps or 40,
+        shared={},
+        data_args=data_args,
+        skip=frozenset(skip),
+        reason=f"{gpus} GPU(s) of {gpu_count}",
+    )
+
+
 @dataclasses.dataclass
-class ValidateResult:
-    doctor: DoctorReport
+class PhaseRecord:
+    name: str
+    state: str = "not run"  # not run | running | ok | failed | skipped | interrupted
+    seconds: float | None = None
+    note: str | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+Progress = Callable[[str], None]
+
+
+class Runner:
+    """Runs the phases, keeps the state, writes it after each phase; see the module docstring."""
+
+    def __init__(self, plan: ValidatePlan, out_dir: Path, *, progress: Progress | None = None) -> None:
+        self.plan = plan
+        self.out_dir = out_dir
+        self.progress = progress or (lambda _text: None)
+        self.phases = {name: PhaseRecord(name) for name, _ in PHASES}
+        self.started_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self.started = time.perf_counter()
+        self.data: dict[str, Any] = {
+            "doctor": None,
+            "bench": None,
+            "recipes": {},
+            "advice": {},
+            "ablation": [],
+        }
+        self.interrupted = False
+        self.resumed_from: str | None = None
+        self._children: list[subprocess.Popen[str]] = []
+        (out_dir / "logs").mkdir(parents=True, exist_ok=True)
+
+    @classmethod
+    def resume(cls, out_dir: Path, *, progress: Progress | None = None) -> Runner:
+        """Continue the validate run in ``out_dir``: phases that ended ok (or were skipped) keep their
+        results; the train and ablation phases keep each run that finished and redo only the others."""
+        path = out_dir / "validate.json"
+        try:
+            state = json.loads(path.read_text())
+        except OSError as exc:
+            raise ValidateError(f"--resume: cannot read {path}: {exc.strerror or exc}") from None
+        except json.JSONDecodeError as exc:
+            raise ValidateError(f"--resume: {path} is not valid JSON ({exc})") from None
+        if not isinstance(state, dict) or state.get("schema") != VALIDATE_SCHEMA:
+            raise ValidateError(f"--resume: {path} is not a {VALIDATE_SCHEMA} result")
+        runner = cls(ValidatePlan.from_json(state["plan"]), out_dir, progress=progress)
+        runner.resumed_from = state.get("started_at")
+        for phase in state.get("phases", []):
+            if phase.get("name") in runner.phases and phase.get("state") in ("ok", "skipped"):
+                runner.phases[phase["name"]] = PhaseRecord(
+                    phase["name"], phase["state"], phase.get("seconds"), phase.get("note"), phase.get("error")
+                )
+        for key in runner.data:
+            if state.get(key) is not None:
+                runner.data[key] = state[key]
+        runner.data["recipes"] = {k: v for k, v in runner.data["recipes"].items() if "summary" in v}
+        runner.data["ablation"] = [r for r in runner.data["ablation"] if r.get("samples_per_s")]
+        if state.get("fingerprint"):
+            runner.data["fingerprint"] = state["fingerprint"]
+        return runner
+
+    # -- the phases ---------------------------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        steps: list[tuple[str, Callable[[], str | None]]] = [
+            ("doctor", self._doctor),
+            ("bench", self._bench),
+            ("train", self._train),
+            ("advise", self._advise),
+            ("ablation", self._ablation),
+        ]
+        try:
+            for name, work in steps:
+                self._phase(name, work)
+        except KeyboardInterrupt:
+            self.interrupted = True
+            self._stop_children()
+            for record in self.phases.values():
+                if record.state == "running":
+                    record.state = "interrupted"
+                    record.error = "stopped by Ctrl-C"
+        return self.result()
+
+    def _phase(self, name: str, work: Callable[[], str | None]) -> None:
+        record = self.phases[name]
+        if record.state in ("ok", "skipped"):  # done in the run this one resumes
+            return
+        if name in self.plan.skip:
+            record.state = "skipped"
+            record.note = "skipped: no GPU in quick mode" if name == "bench" else "skipped (--skip)"
+            return
+        record.state = "running"
+        self.progress(f"{name}: starting")
+        self.save()
+        began = time.perf_counter()
+        try:
+            record.note = work()
+            record.state = "ok"
+        except PhaseError as exc:
+            record.state = "failed"
+            record.error = str(exc)
+        except KeyboardInterrupt:
+            record.seconds = round(time.perf_counter() - began, 1)
+            raise
+        except Exception as exc:  # a bug in one phase must not cost the others their results
+            record.state = "failed"
+            record.error = f"{type(exc).__name__}: {exc}"
+        record.seconds = round(time.perf_counter() - began, 1)
+        self.save()
+
+    def _doctor(self) -> str | None:
+        from dgxperf.doctor import diagnose
+        from dgxperf.hw.snapshot import collect_snapshot
+
+        began = time.perf_counter()
+        snap = collect_snapshot(Path("/"), os.environ)
+        report = diagnose(snap, source="live", collect_seconds=time.perf_counter() - began)
+        doctor = report.to_json()
+        self.data["doctor"] = {
+            "summary": doctor["summary"],
+            "summary_line": report.summary_line(),
+            "findings": [f for f in doctor["findings"] if f["status"] in ("fail", "warn")],
+        }
+        self.data["fingerprint"] = doctor["fingerprint"]
+        return report.summary_line()
+
+    def _bench(self) -> str | None:
+        result = self._dgxperf_json(["bench", "all", "--quick", "--json"], "bench", what="bench all --quick")
+        self.data["bench"] = {"summary": result.get("summary"), "run_id": result.get("run_id")}
+        return None
+
+    def _train(self) -> str | None:
+        failures = []
+        for recipe in RECIPES:
+            if recipe in self.data["recipes"]:  # finished before a resume
+                continue
+            try:
+                self.data["recipes"][recipe] = self._train_one(recipe)
+            except PhaseError as exc:
+                self.data["recipes"][recipe] = {"error": str(exc)}
+                failures.append(f"{recipe}: {exc}")
+            self.save()
+        if failures:
+            raise PhaseError("; ".join(failures))
+        return f"{self.plan.epochs} epoch(s) each, preset {self.plan.preset}"
+
+    def _train_args(self, recipe: str, fields: Mapping[str, str], out: Path) -> list[str]:
+        plan = self.plan
+        args = ["train", "--recipe", recipe, "--device", plan.device, "--gpus", str(plan.gpus)]
+        args += ["--preset", plan.preset, "--epochs", str(plan.epochs), "--no-checkpoint", "--json"]
+        args += ["--out", str(out), *plan.data_args]
+        merged = dict(plan.shared)
+        if plan.train_samples is not None:
+            merged["train_samples"] = str(plan.train_samples)
+        merged.update(fields)
+        for key, value in merged.items():
+            args += ["--set", f"{key}={value}"]
+        return args
+
+    def _train_one(self, recipe: str) -> dict[str, Any]:
+        out = self.out_dir / "train" / recipe
+        recording = self.out_dir / "recordings" / f"{recipe}.jsonl"
+        recording.parent.mkdir(parents=True, exist_ok=True)
+        monitor = self._spawn(
+            ["monitor", "--record", str(recording), "--quiet", "--interval", "1"], f"monitor-{recipe}"
+        )
+        began = time.time()
+        try:
+            result = self._dgxperf_json(
+                self._train_args(recipe, {}, out), f"train-{recipe}", what=f"train {recipe}", metrics=out
+            )
+        finally:
+            self._stop(monitor)
+        return {
+            "run_id": result.get("run_id"),
+            "summary": result["summary"],
+            "epochs": [
+                {
+                    k: e.get(k)
+                    for k in ("epoch", "dev_accuracy", "dev_macro_f1", "dev_loss", "loss", "samples_per_s")
+                }
+                for e in result.get("epochs", [])
+            ],
+            "steps": _read_steps(out / "metrics.jsonl"),
+            "global_batch": result.get("global_batch"),
+            "lr": result.get("lr"),
+            "config": result.get("config"),
+            "recording": str(recording.relative_to(self.out_dir)),
+            "window": [began, time.time()],
+        }
+
+    def _advise(self) -> str | None:
+        from dgxperf.advise.engine import run_advise
+        from dgxperf.monitor.sources import read_recording
+
+        done = 0
+        for recipe, run in self.data["recipes"].items():
+            if "recording" not in run:
+                continue
+            header, samples, _warnings = read_recording(self.out_dir / run["recording"])
+            report = run_advise(samples, header).to_json()
+            self.data["advice"][recipe] = {
+                "suggestions": report.get("suggestions", []),
+                "samples": len(samples),
+                "timeline": _timeline(samples),
+            }
+            done += 1
+        if not done:
+            raise PhaseError("no recording to advise on (the train phase produced none)")
+        return f"{done} recording(s)"
+
+    def _ablation(self) -> str | None:
+        steps = self.plan.ablation_steps
+        variants = ablation_variants(self.plan)
+        done = {r["name"] for r in self.data["ablation"]}
+        failures = 0
+        for number, variant in enumerate(variants, 1):
+            if variant.name in done:
+                continue
+            self.progress(f"ablation {number}/{len(variants)}: {variant.name}")
+            fields = {**variant.fields, "max_steps": str(steps), "log_every": str(max(1, steps // 8))}
+            out = self.out_dir / "ablation" / _slug(variant.name)
+            row: dict[str, Any] = {"name": variant.name, "recipe": variant.recipe, "what": variant.what,
+                                   "fields": dict(variant.fields)}  # fmt: skip
+            try:
+                result = self._dgxperf_json(
+                    self._train_args(variant.recipe, fields, out), f"ablation-{_slug(variant.name)}",
+                    what=f"ablation {variant.name}", metrics=out,
+                )  # fmt: skip
+                summary = result["summary"]
+                row.update(
+                    run_id=result.get("run_id"),
+                    samples_per_s=summary.get("steady_samples_per_s") or summary.get("samples_per_s"),
+                    mfu=summary.get("steady_mfu") or summary.get("mfu"),
+                    peak_memory_bytes=summary.get("peak_memory_bytes"),
+                    steps=result.get("steps"),
+                )
+            except PhaseError as exc:
+                row["error"] = str(exc)
+                failures += 1
+            self.data["ablation"].append(row)
+            _add_effects(self.data["ablation"])
+            self.save()
+        if failures == len(variants):
+            raise PhaseError("every ablation run failed (see the logs)")
+        skipped = len(ABLATION) - len(variants)
+        return (
+            f"{len(variants)} runs of {steps} steps"
+            + (f", {failures} failed" if failures else "")
+            + (f"; {skipped} variant(s) not applicable here ({_why_not(self.plan)})" if skipped else "")
+        )
+
+    # -- subprocesses -------------------------------------------------------------------------------------
+
+    def _spawn(self, args: list[str], log_name: str) -> subprocess.Popen[str]:
+        log = (self.out_dir / "logs" / f"{log_name}.log").open("w")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "dgxperf", *args],
+            stdout=subprocess.PIPE if args[0] != "monitor" else log,
+            stderr=log,
+            text=True,
+            env={**os.environ, "COLUMNS": "120"},
+        )
+        self._children.append(proc)
+        return proc
+
+    def _dgxperf_json(
+        self, args: list[str], log_name: str, *, what: str, metrics: Path | None = None
+    ) -> dict[str, Any]:
+        proc = self._spawn(args, log_name)
+        assert proc.stdout is not None
+        began = time.perf_counter()
+        # The child's stdout is one JSON document at the end; read it in a thread-free way by polling, so
+        # progress can be shown meanwhile from the run's metrics file.
+        chunks: list[str] = []
+        os.set_blocking(proc.stdout.fileno(), False)
+        while True:
+            with contextlib.suppress(TypeError):
+                piece = proc.stdout.read()
+                if piece:
+                    chunks.append(piece)
+            if proc.poll() is not None:
+                rest = proc.stdout.read()
+                if rest:
+                    chunks.append(rest)
+                break
+            self.progress(f"{what} {_step_text(metrics)}{time.perf_counter() - began:.0f} s")
+            time.sleep(0.5)
+        self._children.remove(proc)
+        text = "".join(chunks)
+        if proc.returncode != 0:
+            raise PhaseError(f"{what} exited with {proc.returncode}: {_log_tail(self.out_dir, log_name)}")
+        try:
+            data: dict[str, Any] = json.loads(text)
+        except json.JSONDecodeError:
+            raise PhaseError(f"{what} printed no JSON result (see logs/{log_name}.log)") from None
+        return data
+
+    def _stop(self, proc: subprocess.Popen[str]) -> None:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)  # the monitor closes its recording cleanly on SIGINT
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc in self._children:
+            self._children.remove(proc)
+
+    def _stop_children(self) -> None:
+        for proc in list(self._children):
+            self._stop(proc)
+
+    # -- state --------------------------------------------------------------------------------------------
 
     @property
     def complete(self) -> bool:
-        return all(p.available for p in PHASES)
+        return not self.interrupted and all(
+            p.state in ("ok", "skipped") for n, p in self.phases.items() if n != "report"
+        )
 
-    def to_json(self) -> dict[str, Any]:
-        doctor = self.doctor.to_json()
+    def result(self) -> dict[str, Any]:
         return {
             "schema": VALIDATE_SCHEMA,
             "tool_version": __version__,
-            "phases": [
-                {"phase": p.name, "what": p.what, "state": "ran" if p.available else "not yet available"}
-                for p in PHASES
-            ],
-            "doctor": {
-                "summary": doctor["summary"],
-                "failed": [f["id"] for f in doctor["findings"] if f["status"] == "fail"],
-                "warned": [f["id"] for f in doctor["findings"] if f["status"] == "warn"],
-            },
-            "fingerprint": doctor["fingerprint"],
+            "started_at": self.started_at,
+            "wall_seconds": round(time.perf_counter() - self.started, 1),
+            "plan": self.plan.to_json(),
+            "phases": [self.phases[name].to_json() | {"what": what} for name, what in PHASES],
             "complete": self.complete,
+            "interrupted": self.interrupted,
+            "resumed_from": self.resumed_from,
+            **self.data,
         }
+
+    def save(self) -> None:
+        with atomic_write(self.out_dir / "validate.json") as handle:
+            handle.write(json.dumps(self.result(), indent=1, default=str).encode())
+
+
+class PhaseError(Exception):
+    """A phase (or one of its runs) failed; the message says what and where its log is."""
+
+
+def _slug(name: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in name).strip("-").replace("--", "-").replace("--", "-")
+
+
+def _log_tail(out_dir: Path, log_name: str, lines: int = 3) -> str:
+    path = out_dir / "logs" / f"{log_name}.log"
+    try:
+        tail = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return f"see logs/{log_name}.log"
+    return " | ".join(tail[-lines:]) + f" (logs/{log_name}.log)"
+
+
+def _step_text(metrics_dir: Path | None) -> str:
+    if metrics_dir is None:
+        return ""
+    steps = _read_steps(metrics_dir / "metrics.jsonl", last_only=True)
+    if not steps:
+        return ""
+    last = steps[-1]
+    total = f"/{last['total_steps']}" if last.get("total_steps") else ""
+    return f"step {last['step']}{total}, loss {last['loss']:.3f}, {last.get('samples_per_s') or 0:.0f} samples/s, "
+
+
+def _read_steps(path: Path, *, last_only: bool = False) -> list[dict[str, Any]]:
+    """The per-step records of a run's metrics.jsonl (loss, rate, lr), tolerating a line being written."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return []
+    if last_only:
+        lines = lines[-5:]
+    keep = ("step", "epoch", "loss", "lr", "samples_per_s", "real_tokens_per_s", "mfu", "total_steps")
+    steps = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if record.get("type") == "step":
+            steps.append({k: record.get(k) for k in keep})
+    return steps
+
+
+def _timeline(samples: Sequence[Any]) -> dict[str, list[float | None]]:
+    """Per-second series for the report's telemetry plot: GPU 0's activity, or the host's CPU."""
+    if not samples:
+        return {}
+    t0 = samples[0].t
+    series: dict[str, list[float | None]] = {"t": [round(s.t - t0, 1) for s in samples]}
+    keys = ("gpu_util_pct", "sm_active_pct", "tensor_active_pct", "dram_active_pct")
+    for key in keys:
+        values = [s.gpus[0].metrics.get(key) if s.gpus else None for s in samples]
+        if any(v is not None for v in values):
+            series[key] = values
+    cpu = [s.host.get("cpu_util_pct") for s in samples]
+    if any(v is not None for v in cpu):
+        series["host_cpu_pct"] = cpu
+    return series
+
+
+def ablation_variants(plan: ValidatePlan) -> list[Variant]:
+    """The variants that apply: multi-GPU pieces need several GPUs; quick mode pins some fields on every
+    run (compile off: a CPU takes minutes per graph; no DataLoader workers), so variants that change
+    those would measure nothing there."""
+    chosen = []
+    for variant in ABLATION:
+        if variant.multi_gpu_only and plan.gpus < 2:
+            continue
+        if set(variant.fields) & set(plan.shared) - {"lr", "batch_size", "grad_accum"}:
+            continue
+        chosen.append(variant)
+    return chosen
+
+
+def _why_not(plan: ValidatePlan) -> str:
+    reasons = []
+    if plan.gpus < 2:
+        reasons.append("DDP pieces need --gpus 2 or more")
+    if plan.shared:
+        reasons.append("quick mode runs every recipe without compile and DataLoader workers")
+    return "; ".join(reasons)
+
+
+def _is_reference(row: Mapping[str, Any]) -> bool:
+    return bool(str(row["name"]).split(" (")[0] == row["recipe"])
+
+
+def _add_effects(rows: list[dict[str, Any]]) -> None:
+    """Each variant's throughput relative to its reference (optimized or guide), measured in the same run.
+
+    Each reference runs first and again last in its group; the faster of the two is the reference, so a
+    disturbance during one reference run (another process, a clock ramp) cannot inflate every effect.
+    """
+    refs: dict[str, float] = {}
+    for row in rows:
+        rate = row.get("samples_per_s")
+        if _is_reference(row) and rate:
+            refs[row["recipe"]] = max(refs.get(row["recipe"], 0.0), rate)
+    for row in rows:
+        ref = refs.get(row["recipe"])
+        rate = row.get("samples_per_s")
+        row["vs_reference"] = round(rate / ref, 4) if ref and rate and not _is_reference(row) else None

@@ -1,0 +1,298 @@
+"""The validate report as Markdown and as one self-contained HTML file, from ``validate.json``.
+
+Both are rendered from the same tables (built once here), so they cannot disagree; the figures come from
+:mod:`dgxperf.report.plots`. The HTML embeds its figures as data URIs and its style inline, and loads no
+script or font from anywhere: it opens offline, from a mail attachment or a CI artifact.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from dgxperf.atomic import atomic_write
+
+Table = tuple[list[str], list[list[str]]]
+
+FIGURE_TITLES = {
+    "throughput": "Training throughput per recipe",
+    "loss": "Training loss",
+    "accuracy": "Dev accuracy per epoch",
+    "ablation": "Ablation: each optimisation on its own",
+    "bench": "Measured ceilings, % of datasheet peak",
+}
+
+
+def _num(value: Any, fmt: str = "{:,.0f}") -> str:
+    return "—" if value is None else fmt.format(value)
+
+
+def _ratio(a: Any, b: Any) -> str:
+    return f"{a / b:.2f}x" if a and b else "—"
+
+
+def recipe_table(result: Mapping[str, Any]) -> Table:
+    """Guide A §7's table for this node: one row per recipe."""
+    headers = ["recipe", "epoch time (s)", "samples/s", "tokens/s", "MFU", "peak memory (GB)", "dev acc",
+               "test acc", "vs baseline", "vs guide", "run"]  # fmt: skip
+    runs = result.get("recipes") or {}
+    rate = {n: (r.get("summary") or {}).get("samples_per_s") for n, r in runs.items()}
+    rows = []
+    for name, run in runs.items():
+        if "summary" not in run:
+            rows.append([name, *(["failed"] + ["—"] * (len(headers) - 3)), "—"])
+            continue
+        s = run["summary"]
+        memory = s.get("peak_memory_bytes")
+        rows.append([
+            name,
+            _num(s.get("epoch_seconds"), "{:,.1f}"),
+            _num(s.get("samples_per_s")),
+            _num(s.get("real_tokens_per_s")),
+            _num(s.get("mfu"), "{:.1%}"),
+            _num(memory / 1e9 if memory else None, "{:.1f}"),
+            _num(s.get("dev_accuracy"), "{:.2%}"),
+            _num(s.get("test_accuracy"), "{:.2%}"),
+            _ratio(rate.get(name), rate.get("baseline")),
+            _ratio(rate.get(name), rate.get("guide")),
+            f"#{run['run_id']}" if run.get("run_id") is not None else "—",
+        ])  # fmt: skip
+    return headers, rows
+
+
+def ablation_table(result: Mapping[str, Any]) -> Table:
+    headers = ["variant", "what changes", "samples/s", "vs reference", "MFU", "peak memory (GB)", "run"]
+    rows = []
+    for row in result.get("ablation") or []:
+        memory = row.get("peak_memory_bytes")
+        effect = row.get("vs_reference")
+        rows.append([
+            row["name"],
+            row["what"],
+            "failed" if row.get("error") else _num(row.get("samples_per_s")),
+            f"{100 * (effect - 1):+.1f}%" if effect else "—",
+            _num(row.get("mfu"), "{:.1%}"),
+            _num(memory / 1e9 if memory else None, "{:.1f}"),
+            f"#{row['run_id']}" if row.get("run_id") is not None else "—",
+        ])  # fmt: skip
+    return headers, rows
+
+
+def phase_table(result: Mapping[str, Any]) -> Table:
+    rows = [
+        [p["phase"] if "phase" in p else p["name"], p["state"], _num(p.get("seconds"), "{:.0f}"),
+         p.get("error") or p.get("note") or ""]
+        for p in result.get("phases", [])
+    ]  # fmt: skip
+    return ["phase", "state", "seconds", "note"], rows
+
+
+def findings_table(result: Mapping[str, Any]) -> Table:
+    findings = (result.get("doctor") or {}).get("findings") or []
+    rows = [[f["status"], f["id"], f["title"], str(f.get("fix") or "")] for f in findings]
+    return ["status", "check", "finding", "fix"], rows
+
+
+def advice_table(result: Mapping[str, Any]) -> Table:
+    rows = []
+    for recipe, advice in (result.get("advice") or {}).items():
+        for s in advice.get("suggestions") or []:
+            rows.append([recipe, str(s.get("severity", "")), str(s.get("title", s.get("rule", ""))),
+                         _evidence_text(s.get("evidence") or {}), str(s.get("fix", ""))])  # fmt: skip
+    return ["recipe", "severity", "suggestion", "evidence", "fix"], rows
+
+
+def _evidence_text(evidence: Mapping[str, Any]) -> str:
+    metrics = evidence.get("metrics") or {}
+    parts = [
+        f"{name} median {stats.get('p50')}" for name, stats in metrics.items() if isinstance(stats, Mapping)
+    ]
+    duration = evidence.get("duration_s")
+    lead = (
+        f"{evidence.get('basis', '')} over {duration:.0f} s"
+        if duration is not None
+        else str(evidence.get("basis", ""))
+    )
+    return "; ".join(p for p in [lead.strip(), *parts] if p)
+
+
+def fingerprint_table(result: Mapping[str, Any]) -> Table:
+    fp = result.get("fingerprint") or {}
+    rows = []
+    for key, value in fp.items():
+        if key == "gpus":
+            names = sorted({str(g.get("name")) for g in value or []})
+            value = f"{len(value or [])} x {', '.join(names)}" if value else "none"
+        rows.append([key, str(value)])
+    return ["", ""], rows
+
+
+def _banner(result: Mapping[str, Any]) -> list[str]:
+    plan = result.get("plan") or {}
+    lines = []
+    if not result.get("complete"):
+        why = "interrupted (Ctrl-C)" if result.get("interrupted") else "a phase failed or has not run"
+        lines.append(f"INCOMPLETE REPORT: {why}. The phase table says which.")
+    if plan.get("mode") == "quick":
+        lines.append(
+            f"Quick mode: {plan.get('reason')} The figures below prove the pipeline, not this node's speed."
+        )
+    return lines
+
+
+def _choices(result: Mapping[str, Any]) -> str:
+    plan = result.get("plan") or {}
+    samples = plan.get("train_samples")
+    shared = plan.get("shared") or {}
+    return (
+        f"Mode {plan.get('mode')} on {plan.get('device')} x {plan.get('gpus')}: preset {plan.get('preset')}, "
+        f"{plan.get('epochs')} epoch(s) per recipe on "
+        + (f"{samples} training samples" if samples else "the whole training split")
+        + f", ablation over {plan.get('ablation_steps')} steps per variant"
+        + (f"; set on every run: {', '.join(f'{k}={v}' for k, v in shared.items())}" if shared else "")
+        + "."
+    )
+
+
+# -- Markdown -------------------------------------------------------------------------------------------------
+
+
+def _md_table(table: Table) -> str:
+    headers, rows = table
+    if not rows:
+        return "_none_\n"
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def render_markdown(result: Mapping[str, Any], figure_files: Mapping[str, str]) -> str:
+    out = ["# dgxperf validate report", ""]
+    out += [f"> **{line}**" for line in _banner(result)]
+    out += ["", f"Run {_run_ref(result)}, started {result.get('started_at')}, {result.get('wall_seconds')} s. "
+            + _choices(result), ""]  # fmt: skip
+    out += ["## Guide A §7's table for this node", "", _md_table(recipe_table(result))]
+    out += ["Whole-epoch rates (the last epoch, warm-up and compilation included); the run column is the "
+            "run-store id (`dgxperf runs show ID`).", ""]  # fmt: skip
+    for name in ("throughput", "accuracy", "loss"):
+        if name in figure_files:
+            out += [f"![{FIGURE_TITLES[name]}]({figure_files[name]})", ""]
+    out += ["## Ablation", "", _md_table(ablation_table(result))]
+    if "ablation" in figure_files:
+        out += [f"![{FIGURE_TITLES['ablation']}]({figure_files['ablation']})", ""]
+    out += ["## Telemetry and advice", "", _md_table(advice_table(result))]
+    for name, path in figure_files.items():
+        if name.startswith("timeline-"):
+            out += [f"![telemetry, {name[9:]}]({path})", ""]
+    out += ["## Ceilings", ""]
+    out += [f"![{FIGURE_TITLES['bench']}]({figure_files['bench']})", ""] if "bench" in figure_files else [
+        "_no benchmark in this run_", ""]  # fmt: skip
+    out += ["## Node audit (failed and warned checks)", "", _md_table(findings_table(result))]
+    out += ["## Phases", "", _md_table(phase_table(result))]
+    out += ["## Node", "", _md_table(fingerprint_table(result))]
+    return "\n".join(out)
+
+
+def _run_ref(result: Mapping[str, Any]) -> str:
+    return f"#{result['run_id']}" if result.get("run_id") is not None else "(not stored)"
+
+
+# -- HTML -----------------------------------------------------------------------------------------------------
+
+_STYLE = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1100px;
+color:#222;padding:0 1em}
+h1{font-size:1.6em}h2{font-size:1.25em;margin-top:1.6em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:.9em;margin:.6em 0}
+td,th{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}
+th{background:#f3f3f3}.banner{background:#fff3cd;border:1px solid #e0c060;padding:.6em 1em;margin:.4em 0}
+figure{margin:1em 0}figcaption{font-size:.85em;color:#555}img{max-width:100%}
+.small{font-size:.85em;color:#555}
+"""
+
+
+def _html_table(table: Table, css_id: str) -> str:
+    headers, rows = table
+    if not rows:
+        return f'<p id="{css_id}" class="small">none</p>'
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<table id="{css_id}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _html_figure(name: str, png: bytes, title: str) -> str:
+    data = base64.b64encode(png).decode()
+    return (
+        f'<figure><img id="fig-{name}" alt="{html.escape(title)}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{html.escape(title)}</figcaption></figure>"
+    )
+
+
+def render_html(result: Mapping[str, Any], figures: Mapping[str, bytes]) -> str:
+    parts = ["<!doctype html><html lang='en'><head><meta charset='utf-8'>",
+             "<title>dgxperf validate report</title>", f"<style>{_STYLE}</style></head><body>",
+             "<h1>dgxperf validate report</h1>"]  # fmt: skip
+    parts += [f'<div class="banner">{html.escape(line)}</div>' for line in _banner(result)]
+    parts.append(
+        f'<p class="small">Run {html.escape(_run_ref(result))}, started {html.escape(str(result.get("started_at")))}, '
+        f"{result.get('wall_seconds')} s. {html.escape(_choices(result))}</p>"
+    )
+    parts += ["<h2>Guide A §7's table for this node</h2>", _html_table(recipe_table(result), "recipes")]
+    parts.append(
+        '<p class="small">Whole-epoch rates (the last epoch, warm-up and compilation included); '
+        "the run column is the run-store id (<code>dgxperf runs show ID</code>).</p>"
+    )
+    for name in ("throughput", "accuracy", "loss"):
+        if name in figures:
+            parts.append(_html_figure(name, figures[name], FIGURE_TITLES[name]))
+    parts += ["<h2>Ablation</h2>", _html_table(ablation_table(result), "ablation")]
+    if "ablation" in figures:
+        parts.append(_html_figure("ablation", figures["ablation"], FIGURE_TITLES["ablation"]))
+    parts += ["<h2>Telemetry and advice</h2>", _html_table(advice_table(result), "advice")]
+    for name, png in figures.items():
+        if name.startswith("timeline-"):
+            parts.append(_html_figure(name, png, f"telemetry during {name[9:]}"))
+    parts.append("<h2>Ceilings</h2>")
+    parts.append(
+        _html_figure("bench", figures["bench"], FIGURE_TITLES["bench"])
+        if "bench" in figures
+        else '<p class="small">no benchmark in this run</p>'
+    )
+    parts += [
+        "<h2>Node audit (failed and warned checks)</h2>",
+        _html_table(findings_table(result), "findings"),
+    ]
+    parts += ["<h2>Phases</h2>", _html_table(phase_table(result), "phases")]
+    parts += ["<h2>Node</h2>", _html_table(fingerprint_table(result), "node"), "</body></html>"]
+    return "\n".join(parts)
+
+
+def write_report(result: Mapping[str, Any], out_dir: Path) -> tuple[Path, Path]:
+    """``report.md`` (with its figures as PNG files in ``figures/``) and ``report.html`` (self-contained)."""
+    from dgxperf.report.plots import all_figures
+
+    figures = all_figures(result)
+    figure_dir = out_dir / "figures"
+    figure_dir.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for name, png in figures.items():
+        with atomic_write(figure_dir / f"{name}.png") as handle:
+            handle.write(png)
+        files[name] = f"figures/{name}.png"
+    md, page = out_dir / "report.md", out_dir / "report.html"
+    with atomic_write(md) as handle:
+        handle.write(render_markdown(result, files).encode())
+    with atomic_write(page) as handle:
+        handle.write(render_html(result, figures).encode())
+    return md, page
+
+
+def tables_for_terminal(result: Mapping[str, Any]) -> Sequence[tuple[str, Table]]:
+    return (("guide A §7's table for this node", recipe_table(result)), ("ablation", ablation_table(result)))
