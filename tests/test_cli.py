@@ -156,17 +156,6 @@ def test_runs_compare_two_doctor_runs(tmp_path: Path):
     assert human.returncode == 0 and "run 1" in human.stdout
 
 
-def test_validate_exits_0_and_says_what_it_will_do(tmp_path: Path):
-    result = dgxperf("validate", home=tmp_path)
-    no_traceback(result)
-    assert result.returncode == 0
-    assert "not yet available" in result.stdout
-    assert "doctor" in result.stdout
-    data = json.loads(dgxperf("validate", "--json", home=tmp_path).stdout)
-    assert data["complete"] is False
-    assert next(p["phase"] for p in data["phases"]) == "doctor"
-
-
 def test_version_schema_and_help(tmp_path: Path):
     assert dgxperf("--version", home=tmp_path).stdout.startswith("dgxperf ")
     doctor_schema = json.loads(dgxperf("schema", "doctor", home=tmp_path).stdout)

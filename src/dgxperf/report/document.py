@@ -151,7 +151,11 @@ def _choices(result: Mapping[str, Any]) -> str:
         f"Mode {plan.get('mode')} on {plan.get('device')} x {plan.get('gpus')}: preset {plan.get('preset')}, "
         f"{plan.get('epochs')} epoch(s) per recipe on "
         + (f"{samples} training samples" if samples else "the whole training split")
-        + f", ablation over {plan.get('ablation_steps')} steps per variant"
+        + (
+            ", no ablation (skipped)"
+            if "ablation" in (plan.get("skip") or [])
+            else f", ablation over {plan.get('ablation_steps')} steps per variant"
+        )
         + (f"; set on every run: {', '.join(f'{k}={v}' for k, v in shared.items())}" if shared else "")
         + "."
     )
@@ -179,7 +183,7 @@ def render_markdown(result: Mapping[str, Any], figure_files: Mapping[str, str]) 
     out += ["", f"Run {_run_ref(result)}, started {result.get('started_at')}, {result.get('wall_seconds')} s. "
             + _choices(result), ""]  # fmt: skip
     out += ["## Guide A §7's table for this node", "", _md_table(recipe_table(result))]
-    out += ["Whole-epoch rates (the last epoch, warm-up and compilation included); the run column is the "
+    out += ["Rates over the whole last epoch, data loading and evaluation excluded (compilation falls in epoch 1); the run column is the "
             "run-store id (`dgxperf runs show ID`).", ""]  # fmt: skip
     for name in ("throughput", "accuracy", "loss"):
         if name in figure_files:
@@ -246,7 +250,7 @@ def render_html(result: Mapping[str, Any], figures: Mapping[str, bytes]) -> str:
     )
     parts += ["<h2>Guide A §7's table for this node</h2>", _html_table(recipe_table(result), "recipes")]
     parts.append(
-        '<p class="small">Whole-epoch rates (the last epoch, warm-up and compilation included); '
+        '<p class="small">Rates over the whole last epoch, data loading and evaluation excluded (compilation falls in epoch 1); '
         "the run column is the run-store id (<code>dgxperf runs show ID</code>).</p>"
     )
     for name in ("throughput", "accuracy", "loss"):

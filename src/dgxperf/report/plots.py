@@ -48,7 +48,7 @@ def throughput(result: Mapping[str, Any]) -> bytes | None:
     bars = ax.barh(names, rates, color=[COLORS.get(n, "#444") for n in names])
     for bar, rate in zip(bars, rates, strict=True):
         ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, f" {rate:,.0f}", va="center")
-    ax.set_xlabel("training samples/s over the last epoch (whole epoch, warm-up included)")
+    ax.set_xlabel("training samples/s over the last epoch")
     ax.invert_yaxis()
     ax.margins(x=0.15)
     return _png(fig)
@@ -77,13 +77,14 @@ def accuracy_curves(result: Mapping[str, Any]) -> bytes | None:
     for name, run in runs.items():
         epochs = [e for e in run["epochs"] if e.get("dev_accuracy") is not None]
         ax.plot(
-            [e["epoch"] + 1 for e in epochs],
+            [e["epoch"] for e in epochs],
             [100 * e["dev_accuracy"] for e in epochs],
             marker="o",
             label=name,
             color=COLORS.get(name),
         )
     ax.set_xlabel("epoch")
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_ylabel("dev accuracy (%)")
     ax.legend()
     ax.grid(alpha=0.3)

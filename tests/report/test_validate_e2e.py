@@ -1,0 +1,216 @@
+"""`dgxperf validate` as the README's first command runs it on a machine without a GPU: the quick mode,
+end to end, with real training processes, a real run store, and the HTML report opened in headless
+Chromium. Also Ctrl-C (a valid partial report), --resume, and a failing phase."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.report.browser import find_chromium, inspect_page
+
+ROOT = Path(__file__).resolve().parents[2]
+PROBE = """(() => {
+  const imgs = [...document.querySelectorAll('img')];
+  const table = document.querySelector('#recipes');
+  return {
+    images: imgs.map(i => ({id: i.id, w: i.naturalWidth, h: i.naturalHeight, complete: i.complete})),
+    recipeRows: table ? table.querySelectorAll('tbody tr').length : 0,
+    recipeText: table ? table.innerText : '',
+    external: [...document.querySelectorAll('[src],[href]')]
+      .map(e => e.getAttribute('src') || e.getAttribute('href'))
+      .filter(u => !u.startsWith('data:') && !u.startsWith('#')),
+    title: document.title,
+  };
+})()"""
+
+
+def run_validate(home: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "DGXPERF_HOME": str(home), "COLUMNS": "120"}
+    return subprocess.run(
+        [sys.executable, "-m", "dgxperf", "validate", *args],
+        capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    home = tmp_path_factory.mktemp("home")
+    out = home / "report"
+    began = time.monotonic()
+    result = run_validate(home, "--out", str(out), "--json")
+    seconds = time.monotonic() - began
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.returncode == 0, result.stderr[-3000:]
+    return {"home": home, "out": out, "data": json.loads(result.stdout), "seconds": seconds}
+
+
+@pytest.mark.timeout(900)
+def test_quick_mode_runs_every_phase_within_five_minutes(quick_run: dict[str, Any]) -> None:
+    data = quick_run["data"]
+    print(f"\nquick mode took {quick_run['seconds']:.0f} s")
+    assert quick_run["seconds"] < 300
+    assert data["complete"] is True and data["plan"]["mode"] == "quick"
+    states = {p["name"]: p["state"] for p in data["phases"]}
+    assert states == {"doctor": "ok", "bench": "skipped", "train": "ok", "advise": "ok", "ablation": "ok",
+                      "report": "ok"}  # fmt: skip
+    for recipe in ("baseline", "guide", "optimized"):
+        run = data["recipes"][recipe]
+        assert run["summary"]["samples_per_s"] > 0 and run["epochs"] and run["steps"]
+        assert data["advice"][recipe]["samples"] >= 2  # the monitor recorded while it trained
+    references = [r for r in data["ablation"] if r["vs_reference"] is None]
+    assert {r["name"] for r in references} >= {"optimized", "guide"}
+    assert all(r.get("samples_per_s") for r in data["ablation"])
+    md = Path(data["report_md"]).read_text()
+    assert "Quick mode" in md and "| baseline |" in md
+
+
+def test_report_numbers_agree_with_the_run_store(quick_run: dict[str, Any]) -> None:
+    from dgxperf.store import RunStore
+
+    data = quick_run["data"]
+    store = RunStore(quick_run["home"] / "runs.sqlite")
+    for recipe, run in data["recipes"].items():
+        record = store.get(run["run_id"])
+        assert record.command == "train"
+        assert record.result["summary"]["samples_per_s"] == run["summary"]["samples_per_s"], recipe
+        assert record.result["summary"]["test_accuracy"] == run["summary"]["test_accuracy"], recipe
+    for row in data["ablation"]:
+        record = store.get(row["run_id"])
+        summary = record.result["summary"]
+        assert row["samples_per_s"] == (summary["steady_samples_per_s"] or summary["samples_per_s"])
+    validate_record = store.get(data["run_id"])
+    assert validate_record.command == "validate"
+    html = Path(data["report_html"]).read_text()
+    for run in data["recipes"].values():
+        assert f"#{run['run_id']}" in html
+        assert f"{run['summary']['samples_per_s']:,.0f}" in html
+
+
+def test_html_report_loads_in_headless_chromium(quick_run: dict[str, Any]) -> None:
+    if find_chromium() is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must check the report in Chromium: .ci/run installs Debian's chromium")
+        pytest.skip("no Chromium on this machine (.ci/run installs it)")
+    page = Path(quick_run["data"]["report_html"])
+    report = inspect_page(page.as_uri(), PROBE)
+    probe = report.probe
+    assert report.errors == [], report.errors
+    assert probe["title"] == "dgxperf validate report"
+    assert probe["external"] == []  # self-contained: nothing to fetch
+    assert probe["recipeRows"] == 3 and "optimized" in probe["recipeText"]
+    ids = {image["id"] for image in probe["images"]}
+    assert {"fig-throughput", "fig-loss", "fig-accuracy", "fig-ablation", "fig-timeline-baseline"} <= ids
+    for image in probe["images"]:
+        assert image["complete"] and image["w"] > 100 and image["h"] > 50, image
+    shot = quick_run["out"] / "report-screenshot.jpg"
+    shot.write_bytes(report.screenshot)
+    assert len(report.screenshot) > 5_000
+    # The CI log is the artifact store: the screenshot travels in it, base64 between markers.
+    print("\n-----BEGIN REPORT SCREENSHOT (JPEG, base64)-----")
+    print(base64.b64encode(report.screenshot).decode())
+    print("-----END REPORT SCREENSHOT-----")
+
+
+def _wait_for(predicate: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _state(out: Path) -> dict[str, Any]:
+    try:
+        data: dict[str, Any] = json.loads((out / "validate.json").read_text())
+        return data
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+@pytest.mark.timeout(600)
+def test_ctrl_c_leaves_a_partial_report_and_resume_finishes_it(tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    env = {**os.environ, "DGXPERF_HOME": str(tmp_path), "COLUMNS": "120"}
+    args = ["--out", str(out), "--train-samples", "256", "--epochs", "1", "--skip", "ablation"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dgxperf", "validate", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+    )  # fmt: skip
+    try:
+        _wait_for(lambda: "baseline" in _state(out).get("recipes", {}), 240, "the baseline run to finish")
+        proc.send_signal(signal.SIGINT)  # only validate itself: it must stop its children
+        _stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert proc.returncode == 130
+    state = _state(out)
+    assert state["complete"] is False and state["interrupted"] is True
+    phases = {p["name"]: p["state"] for p in state["phases"]}
+    assert phases["train"] == "interrupted" and phases["advise"] == "not run"
+    assert phases["report"] == "ok"
+    html = (out / "report.html").read_text()
+    assert "INCOMPLETE REPORT" in html and html.rstrip().endswith("</html>")
+    assert "INCOMPLETE REPORT" in (out / "report.md").read_text()
+    baseline_id = state["recipes"]["baseline"]["run_id"]
+
+    resumed = run_validate(tmp_path, "--out", str(out), "--resume", "--json", timeout=400)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    data = json.loads(resumed.stdout)
+    assert data["complete"] is True and data["resumed_from"] == state["started_at"]
+    assert data["recipes"]["baseline"]["run_id"] == baseline_id  # kept, not trained again
+    assert set(data["recipes"]) == {"baseline", "guide", "optimized"}
+    assert {p["name"]: p["state"] for p in data["phases"]}["ablation"] == "skipped"
+
+
+@pytest.mark.timeout(300)
+def test_a_failing_phase_is_recorded_and_the_others_still_run(tmp_path: Path) -> None:
+    empty = tmp_path / "no-data"
+    empty.mkdir()
+    result = run_validate(tmp_path, "--out", str(tmp_path / "r"), "--data-dir", str(empty), "--skip", "ablation",
+                          "--json")  # fmt: skip
+    assert "Traceback" not in result.stderr
+    assert result.returncode == 1
+    data = json.loads(result.stdout)
+    phases = {p["name"]: p for p in data["phases"]}
+    assert phases["doctor"]["state"] == "ok"
+    assert phases["train"]["state"] == "failed" and "train baseline exited with 2" in phases["train"]["error"]
+    assert phases["advise"]["state"] == "failed" and phases["report"]["state"] == "ok"
+    assert data["complete"] is False
+    assert "INCOMPLETE REPORT" in Path(data["report_html"]).read_text()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--resume"], "--resume needs --out DIR"),
+        (["--skip", "nap"], "--skip nap: choose from"),
+        (["--gpus", "2"], "--gpus 2: quick mode runs one CPU process"),
+        (["--preset", "huge"], "--preset 'huge': choose from tiny, base, large"),
+        (["--data-dir", "/nonexistent/x"], "--data-dir /nonexistent/x: no such folder"),
+    ],
+)
+def test_bad_options_are_clear_errors(tmp_path: Path, args: list[str], message: str) -> None:
+    result = run_validate(tmp_path, *args, timeout=60)
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_resume_of_a_folder_without_a_run_is_a_clear_error(tmp_path: Path) -> None:
+    result = run_validate(tmp_path, "--out", str(tmp_path), "--resume", timeout=60)
+    assert result.returncode == 2 and "cannot read" in result.stderr and "validate.json" in result.stderr
+    (tmp_path / "validate.json").write_text("{not json")
+    result = run_validate(tmp_path, "--out", str(tmp_path), "--resume", timeout=60)
+    assert result.returncode == 2 and "is not valid JSON" in result.stderr
