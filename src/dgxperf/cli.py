@@ -37,6 +37,11 @@ bench_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(bench_app, name="bench")
+plan_app = typer.Typer(
+    help="Plan before you book or buy: will it fit in GPU memory, and which MIG layout serves these tenants.",
+    no_args_is_help=True,
+)
+app.add_typer(plan_app, name="plan")
 
 console = Console()
 err_console = Console(stderr=True)
@@ -1037,6 +1042,20 @@ def _validate_line(result: dict[str, Any]) -> str:
     }
     parts = [f"{name} {rate:,.0f}/s" for name, rate in rates.items() if rate]
     return f"{result['plan']['mode']}: " + (", ".join(parts) or "no training result")
+
+
+# -- plan -----------------------------------------------------------------------------------------------------
+
+
+def _register_plan_commands() -> None:
+    from dgxperf.plan.memory_cli import memory
+    from dgxperf.plan.mig_cli import mig
+
+    plan_app.command("memory")(memory)
+    plan_app.command("mig")(mig)
+
+
+_register_plan_commands()
 
 
 # -- runs ---------------------------------------------------------------------------------------------------

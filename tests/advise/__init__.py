@@ -1,7 +1,10 @@
 """Windows for the advisor's tests, built from what the lent H200 really printed.
 
-Until real H200 recordings exist (idle, bf16 GEMM loop, memory-bound loop, input-starved training loop,
-host-to-device-bound loop), the base windows are DERIVED from real readings by
+Real H200 recordings now exist (tests/data/h200/monitor/: idle, bf16 GEMM loop, copy loop, input-starved
+loop, pageable host-to-device loop, and the three recipes of a validate run); test_real_recordings.py
+judges every rule on each. The rules none of them triggers (guide A's swing, CPU-bound, I/O wait, the two
+PCIe rules, near capacity, hardware errors, guide B's memory-bound) are still tested here on the windows
+below. The base windows are DERIVED from real readings by
 :func:`dgxperf.monitor.synthetic.derive_h200_fixture` (the monitor's own derivation, so advise and the
 exporter judge the same numbers), read back with :func:`dgxperf.monitor.sources.read_recording`:
 
