@@ -10,7 +10,8 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 log="$OUT/log-monitor.txt"
 {
   echo "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
-  for mode in idle gemm memory starved h2d; do
+  # MODES="starved_swing cpu_bound h2d_pinned near_capacity iowait": the rules no recording has fired yet
+  for mode in ${MODES:-idle gemm memory starved h2d}; do
     echo "== recording $mode ($EACH s)"
     python3 -m dgxperf monitor --record "$OUT/rec-$mode.jsonl" --duration $((EACH + 4)) --interval 1 --quiet &
     recorder=$!

@@ -5,6 +5,8 @@
           starved (a training loop whose DataLoader sleeps: input-bound) | h2d (pageable host-to-device copies)
 """
 
+import mmap
+import os
 import sys
 import time
 
@@ -67,6 +69,110 @@ def h2d(seconds: float) -> None:
         torch.cuda.synchronize()
 
 
+# -- modes added 2026-12-03 for the rules no recording has made fire yet; not yet run on the H200 ------
+
+
+class SlowBatches(torch.utils.data.Dataset):
+    """Items that take 23 ms each to 'decode' (sleeping, not computing): 64 of them make a 1.5 s batch."""
+
+    def __len__(self) -> int:
+        return 1_000_000
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        time.sleep(0.023)
+        return torch.randn(64), i % 10
+
+
+def starved_swing(seconds: float) -> None:
+    """Guide A's symptom: two workers deliver a batch every ~0.75 s and each needs ~0.4 s of GPU work, so
+    per-second utilisation swings between busy and idle (`input.util_swing`)."""
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    loader = torch.utils.data.DataLoader(SlowBatches(), batch_size=64, num_workers=2)
+    end = time.time() + seconds
+    for x, _ in loader:
+        x.cuda()
+        for _ in range(240):  # ~0.4 s of bf16 GEMMs at ~1.7 ms each: the "training step"
+            a @ b
+        torch.cuda.synchronize()
+        if time.time() > end:
+            break
+
+
+def _burn(_: int) -> float:
+    total = 0.0
+    for i in range(3_000_000):
+        total += i * 0.5
+    return total
+
+
+def cpu_bound(seconds: float) -> None:
+    """Preprocessing on every host core while the GPU waits (`input.cpu_bound`): a small GPU step after
+    each round of pure-Python work in a process pool as wide as the machine."""
+    import multiprocessing
+
+    x = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    end = time.time() + seconds
+    with multiprocessing.Pool(os.cpu_count() or 1) as pool:
+        while time.time() < end:
+            pool.map(_burn, range(2 * (os.cpu_count() or 1)))
+            x @ x
+            torch.cuda.synchronize()
+
+
+def h2d_pinned(seconds: float) -> None:
+    """Pinned host-to-device copies at the link's practical ceiling (`bandwidth.pcie_rx_ceiling`)."""
+    host = torch.randn(256 << 20).pin_memory()
+    dev = torch.empty_like(host, device="cuda")
+    end = time.time() + seconds
+    while time.time() < end:
+        dev.copy_(host, non_blocking=True)
+        torch.cuda.synchronize()
+
+
+def near_capacity(seconds: float) -> None:
+    """Hold 97% of the GPU's memory while a small kernel loops (`memory.near_capacity`)."""
+    free, total = torch.cuda.mem_get_info()
+    keep = int(total * 0.97) - (total - free)
+    hog = torch.empty(max(keep, 0), dtype=torch.uint8, device="cuda")
+    x = torch.randn(2048, 2048, device="cuda")
+    end = time.time() + seconds
+    while time.time() < end:
+        x @ x
+        torch.cuda.synchronize()
+        time.sleep(0.05)
+    del hog
+
+
+def iowait(seconds: float) -> None:
+    """Read a file larger than the page cache can help with, O_DIRECT, while the GPU idles
+    (`input.iowait`). Writes a 4 GiB scratch file under $TMPDIR first and removes it."""
+    import tempfile
+
+    path = os.path.join(tempfile.gettempdir(), "dgxperf-iowait.bin")
+    block = 16 << 20
+    with open(path, "wb") as handle:
+        for _ in range(256):
+            handle.write(os.urandom(block))
+    torch.ones(1, device="cuda")
+    buffer = bytearray(block)
+    end = time.time() + seconds
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECT", 0))
+        view = memoryview(mmap_buffer(block)) if hasattr(os, "O_DIRECT") else memoryview(buffer)
+        while time.time() < end:
+            os.lseek(fd, 0, os.SEEK_SET)
+            while os.readv(fd, [view]) > 0 and time.time() < end:
+                pass
+        os.close(fd)
+    finally:
+        os.remove(path)
+
+
+def mmap_buffer(size: int) -> mmap.mmap:
+    return mmap.mmap(-1, size)  # page-aligned, as O_DIRECT needs
+
+
 def idle(seconds: float) -> None:
     torch.ones(1, device="cuda")
     time.sleep(seconds)
@@ -74,4 +180,7 @@ def idle(seconds: float) -> None:
 
 if __name__ == "__main__":
     mode, duration = sys.argv[1], float(sys.argv[2])
-    {"gemm": gemm, "memory": memory, "starved": starved, "h2d": h2d, "idle": idle}[mode](duration)
+    modes = {"gemm": gemm, "memory": memory, "starved": starved, "h2d": h2d, "idle": idle,
+             "starved_swing": starved_swing, "cpu_bound": cpu_bound, "h2d_pinned": h2d_pinned,
+             "near_capacity": near_capacity, "iowait": iowait}  # fmt: skip
+    modes[mode](duration)
