@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import pytest
 
 from dgxperf.plan.mig import (
+    CONTEXT_GB,
     GPU_MODELS,
     MAX_INSTANCES,
     MigPlan,
@@ -336,7 +337,10 @@ def test_big_random_requests_stay_valid_and_fast(key: str) -> None:
 
 
 def _choices(model_key: str, need_gb: float) -> list[str]:
-    return [p.name for p in get_model(model_key).profiles if not p.media and p.memory_gb >= need_gb]
+    """Every profile an instance with this need (plus the default CUDA context reserve) could run in."""
+    return [
+        p.name for p in get_model(model_key).profiles if not p.media and p.memory_gb >= need_gb + CONTEXT_GB
+    ]
 
 
 @pytest.mark.parametrize("key", GPU_MODELS)
@@ -408,27 +412,70 @@ def test_planned_tenant_sets_all_pass_the_validator(key: str) -> None:
 
 # -- guide A §7: "1x3GB inference + 6x10GB training" ----------------------------------------------------------------
 
+GUIDE = "inference 3GB x1, training 10GB x6"
 
-def test_guide_case_is_valid_on_a100_80gb() -> None:
-    """1g.10gb on A100 80GB: 1 of 8 memory slices, up to 7 instances, 9.50 GiB = 10.2 GB. Seven of them hold the
-    3 GB inference and the six 10 GB training jobs; slice 7 stays unused (no 1g profile starts there)."""
-    plan = plan_mig("a100-80gb", "inference 3GB x1, training 10GB x6", host_cpus=128, host_memory_gb=1024)
+
+def test_guide_case_is_invalid_on_a100_80gb_with_the_cuda_context_reserve() -> None:
+    """Each instance's process pays ~0.5 GB of CUDA context out of the instance: 10 GB + 0.5 GB > 1g.10gb's
+    9.50 GiB = 10.2 GB, so training needs 1g.20gb (2 memory slices, at most 4 per GPU): 1 + 6 x 2 = 13 > 8."""
+    plan = plan_mig("a100-80gb", GUIDE)
+    assert plan.context_gb == CONTEXT_GB == 0.5
+    assert not plan.valid and plan.layouts == [] and plan.commands() == []
+    assert assigned(plan) == ["1g.10gb", "1g.20gb"]
+    training = plan.demands[1]
+    assert training.context_gb == 0.5 and training.need_gb == 10.5
+    assert training.why.startswith(
+        "smallest profile with >= 10 GB + 0.5 GB CUDA context: 1g.20gb has 19.50 GiB = 20.9 GB, 14 SMs"
+    )
+    assert "(1g.10gb has only 9.50 GiB = 10.2 GB)" in training.why
+    assert not training.tight  # 20.9 GB for 10.5 GB
+    assert any("= 13 memory slices; 1 GPU has 8" in r for r in plan.reasons)
+    assert any("6 x 1g.20gb: at most 4 per GPU" in r for r in plan.reasons)
+    kinds = {a.kind: a for a in plan.alternatives}
+    assert kinds["more-gpus"].gpus == 2 and "--gpus 2" in kinds["more-gpus"].summary
+    drops = [a.summary for a in plan.alternatives if a.kind == "drop"]
+    assert drops[0].startswith("leave out 3 of training's 6 instances: the rest fits on 1 GPU")
+    smaller = kinds["smaller"].summary
+    assert smaller.startswith("give training 1g.10gb instead of 1g.20gb: only if it can do with 9.50 GiB")
+    assert "CUDA context included: 9.70 GB besides the 0.5 GB context (it asked for 10 GB)" in smaller
+    assert "share" in kinds
+    (note,) = [n for n in plan.notes if "--context-gb 0" in n]
+    assert note.startswith(
+        "with --context-gb 0 (no CUDA context reserve) this would be a valid layout on 1 GPU"
+    )
+    assert "training in 1g.10gb (9.50 GiB = 10.2 GB) with only 0.20 GB to spare per instance" in note
+    assert "inference" not in note  # its profile is the same either way
+    assert plan_mig("a100-80gb", GUIDE, gpus=2).valid
+    data = plan.to_json()
+    assert data["context_gb"] == 0.5 and data["tenants"][1]["context_gb"] == 0.5
+
+
+def test_guide_case_is_valid_on_a100_80gb_without_the_context_reserve() -> None:
+    """1g.10gb on A100 80GB: 1 of 8 memory slices, up to 7 instances, 9.50 GiB = 10.2 GB. With context_gb=0,
+    seven of them hold the 3 GB inference and the six 10 GB training jobs; slice 7 stays unused (no 1g
+    profile starts there)."""
+    plan = plan_mig("a100-80gb", GUIDE, host_cpus=128, host_memory_gb=1024, context_gb=0)
     assert plan.valid
     _check_plan(plan)
     (layout,) = plan.layouts
     assert sorted((i.profile.name, i.start) for i in layout.instances) == [("1g.10gb", s) for s in range(7)]
     assert layout.slot_map() == "ABCDEFGx" and layout.stranded == (7,)
     assert plan.summary()["compute_slices_used"] == 7 and plan.summary()["memory_slices_used"] == 7
-    assert any("training: tight fit" in n and "0.20 GB to spare" in n for n in plan.notes)
+    assert plan.demands[1].why.startswith("smallest profile with >= 10 GB: 1g.10gb")
+    assert any(
+        "training: tight fit" in n and "0.20 GB to spare" in n and "--context-gb 0: no reserve" in n
+        for n in plan.notes
+    )
     assert any("memory slice 7 stays unused" in n for n in plan.notes)
+    assert not any("with --context-gb 0" in n for n in plan.notes)
     assert "sudo nvidia-smi mig -i 0 -cgi 19:0,19:1,19:2,19:3,19:4,19:5,19:6 -C" in plan.commands()
 
 
 def test_guide_case_is_invalid_on_a100_40gb() -> None:
-    """On A100 40GB a 10 GB need takes 1g.10gb: 2 memory slices, at most 4 per GPU; 1 + 6 x 2 = 13 > 8."""
-    plan = plan_mig("a100-40gb", "inference 3GB x1, training 10GB x6")
+    """On A100 40GB a 10 GB need alone takes 1g.10gb: 2 memory slices, at most 4 per GPU; 1 + 6 x 2 = 13 > 8."""
+    plan = plan_mig("a100-40gb", GUIDE, context_gb=0)
     assert not plan.valid and plan.layouts == [] and plan.commands() == []
-    assert [d.profile.name for d in plan.demands if d.profile] == ["1g.5gb", "1g.10gb"]
+    assert assigned(plan) == ["1g.5gb", "1g.10gb"]
     assert any("= 13 memory slices; 1 GPU has 8" in r for r in plan.reasons)
     assert any("6 x 1g.10gb: at most 4 per GPU" in r for r in plan.reasons)
     kinds = {a.kind: a for a in plan.alternatives}
@@ -438,13 +485,86 @@ def test_guide_case_is_invalid_on_a100_40gb() -> None:
     assert "smaller" in kinds and "share" in kinds
 
 
-def test_guide_case_in_gib_is_invalid_on_a100_80gb() -> None:
-    """10 GiB is 10.74 GB: more than 1g.10gb's 10.2 GB, so 1g.20gb (2 slices each) and no single-GPU layout."""
-    plan = plan_mig("a100-80gb", "inference 3GB x1, training 10GiB x6")
+def test_guide_case_on_a100_40gb_with_the_context_reserve_needs_3g() -> None:
+    """10 GB + 0.5 GB is more than 1g.10gb's and 2g.10gb's 9.75 GiB = 10.47 GB: 3g.20gb, at most 2 per GPU."""
+    plan = plan_mig("a100-40gb", GUIDE)
     assert not plan.valid
-    assert [d.profile.name for d in plan.demands if d.profile] == ["1g.10gb", "1g.20gb"]
-    assert any("= 13 memory slices" in r for r in plan.reasons)
+    assert assigned(plan) == ["1g.5gb", "3g.20gb"]
+    assert "(2g.10gb has only 9.75 GiB = 10.5 GB)" in plan.demands[1].why
+    assert any("= 25 memory slices; 1 GPU has 8" in r for r in plan.reasons)
+    assert any("6 x 3g.20gb: at most 2 per GPU" in r for r in plan.reasons)
+    assert {a.kind: a for a in plan.alternatives}["more-gpus"].gpus == 4
+    assert not any("with --context-gb 0" in n for n in plan.notes)  # invalid without the reserve too
+
+
+def test_guide_case_in_gib_is_invalid_on_a100_80gb() -> None:
+    """10 GiB is 10.74 GB: more than 1g.10gb's 10.2 GB even without the context reserve, so 1g.20gb (2 slices
+    each) and no single-GPU layout either way."""
+    for context in (0.0, CONTEXT_GB):
+        plan = plan_mig("a100-80gb", "inference 3GB x1, training 10GiB x6", context_gb=context)
+        assert not plan.valid
+        assert assigned(plan) == ["1g.10gb", "1g.20gb"]
+        assert any("= 13 memory slices" in r for r in plan.reasons)
+        assert not any("with --context-gb 0" in n for n in plan.notes)
+    assert plan.demands[1].why.startswith(
+        "smallest profile with >= 10 GiB = 10.74 GB + 0.5 GB CUDA context: 1g.20gb"
+    )
     assert plan_mig("a100-80gb", "inference 3GB x1, training 10GiB x6", gpus=2).valid
+
+
+# -- the CUDA context reserve -------------------------------------------------------------------------------------
+
+
+def test_context_reserve_applies_to_memory_needs_only() -> None:
+    # profile tenants get what they named, whatever the reserve
+    for context in (0.0, 0.5, 5.0):
+        plan = plan_mig("a100-80gb", "3g + 2x1g, big 1g.20gb", context_gb=context)
+        assert assigned(plan) == ["3g.40gb", "1g.10gb", "1g.20gb"]
+        assert all(d.context_gb == 0 and d.headroom_gb is None for d in plan.demands)
+    # a need without memory (SMs, compute) gets no reserve either
+    (sms,) = plan_mig("h200", "t 20SM", context_gb=2).demands
+    assert sms.profile is not None and sms.profile.name == "1g.35gb" and sms.context_gb == 0
+    assert "CUDA context" not in sms.why
+    # with compute or media, the reserve sits next to the memory it is added to
+    (llm,) = plan_mig("h200", "llm 60GB 3g").demands
+    assert llm.why.startswith("smallest profile with >= 60 GB + 0.5 GB CUDA context, 3g: 3g.71gb")
+    # a memory need does, and a larger reserve can move it up the chain
+    (spec,) = parse_tenants("t 9GB")
+    assert resolve_tenant("a100-80gb", spec, context_gb=0).profile == prof("a100-80gb", "1g.10gb")
+    assert resolve_tenant("a100-80gb", spec).profile == prof("a100-80gb", "1g.10gb")  # 9.5 <= 10.2
+    bigger = resolve_tenant("a100-80gb", spec, context_gb=1.5)
+    assert bigger.profile == prof("a100-80gb", "1g.20gb") and bigger.need_gb == 10.5
+    assert bigger.headroom_gb == pytest.approx(prof("a100-80gb", "1g.20gb").memory_gb - 10.5)
+
+
+def test_tight_fit_is_judged_with_the_reserve() -> None:
+    # 9.5 GB + 0.5 GB in 1g.10gb's 10.2 GB: 0.2 GB to spare beyond the reserve
+    plan = plan_mig("a100-80gb", "t 9.5GB")
+    assert assigned(plan) == ["1g.10gb"] and plan.demands[0].tight
+    (note,) = [n for n in plan.notes if "tight fit" in n]
+    assert note.startswith(
+        "t: tight fit, a 9.5 GB + 0.5 GB CUDA context need in 1g.10gb's 9.50 GiB = 10.2 GB"
+    )
+    assert "0.20 GB to spare for allocator fragmentation and a CUDA context larger than the 0.5 GB" in note
+    # 9 GB + 0.5 GB leaves 0.7 GB: not tight
+    assert not plan_mig("a100-80gb", "t 9GB").demands[0].tight
+    # without the reserve the same 9.5 GB need leaves 0.7 GB: not tight either
+    assert not plan_mig("a100-80gb", "t 9.5GB", context_gb=0).demands[0].tight
+
+
+def test_json_summary_counts_memory_beyond_need_and_reserve() -> None:
+    plan = plan_mig("a100-80gb", "t 9GB x2")
+    expected = 2 * (prof("a100-80gb", "1g.10gb").memory_gb - 9.5)
+    assert plan.summary()["over_allocated_gb"] == round(expected, 1)
+
+
+@pytest.mark.parametrize("context", [-0.1, -1.0, float("nan"), float("inf")])
+def test_bad_context_reserve_is_refused(context: float) -> None:
+    with pytest.raises(MigPlanError, match=r"--context-gb .*: the CUDA context reserve per instance is 0"):
+        plan_mig("a100-80gb", GUIDE, context_gb=context)
+    (spec,) = parse_tenants("t 3GB")
+    with pytest.raises(MigPlanError, match="CUDA context reserve"):
+        resolve_tenant("a100-80gb", spec, context_gb=context)
 
 
 # -- the planner on its own ----------------------------------------------------------------------------------------
@@ -552,8 +672,9 @@ def test_cuda_lines_give_every_instance_its_own_device() -> None:
 
 
 def test_json_has_the_full_layout() -> None:
-    data = json.loads(json.dumps(plan_mig("a100-80gb", "inference 3GB x1, training 10GB x6").to_json()))
-    assert data["schema"] == "dgxperf.plan.mig/1" and data["valid"] is True
+    plan = plan_mig("a100-80gb", "inference 3GB x1, training 10GB x6", context_gb=0)
+    data = json.loads(json.dumps(plan.to_json()))
+    assert data["schema"] == "dgxperf.plan.mig/1" and data["valid"] is True and data["context_gb"] == 0
     assert data["layout"][0]["map"] == "ABCDEFGx"
     assert data["tenants"][1]["assigned_profile"] == "1g.10gb" and len(data["tenants"][1]["instances"]) == 6
     assert data["summary"]["stranded_slices"] == 1 and data["commands"]

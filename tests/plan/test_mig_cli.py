@@ -35,19 +35,44 @@ def run(*args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
-def test_valid_plan_prints_layout_commands_and_slices() -> None:
+def test_guide_case_needs_room_for_the_cuda_context_by_default() -> None:
     code, out, _ = run("--gpu-model", "a100-80gb", "inference 3GB x1, training 10GB x6", *HOST)
+    assert code == 1
+    flat = " ".join(out.split())
+    assert "NOT a valid MIG layout on 1 x A100-SXM4-80GB" in flat
+    assert "smallest profile with >= 10 GB + 0.5 GB CUDA context: 1g.20gb" in flat
+    assert "= 13 memory slices; 1 GPU has 8" in flat and "use 2 GPUs (--gpus 2)" in flat
+    assert "with --context-gb 0 (no CUDA context reserve) this would be a valid layout on 1 GPU" in flat
+    assert "with only 0.20 GB to spare per instance" in flat
+    assert "nvidia-smi mig -i" not in out
+
+
+def test_valid_plan_with_context_gb_0_prints_layout_commands_and_slices() -> None:
+    code, out, _ = run(
+        "--gpu-model", "a100-80gb", "inference 3GB x1, training 10GB x6", "--context-gb", "0", *HOST
+    )
     assert code == 0
     assert "valid MIG layout: 7 instances on 1 of 1 GPU" in out
     assert "GPU0  memory slices 0-7: ABCDEFGx" in out
     assert "sudo nvidia-smi mig -i 0 -cgi 19:0,19:1,19:2,19:3,19:4,19:5,19:6 -C" in out
     assert "CUDA_VISIBLE_DEVICES=$(mig_uuid 0 1g.10gb 7)" in out
     assert "[Slice]" in out and "CPUQuota=10971%" in out  # 6/7 of 128 CPUs, markup left alone
-    assert "tight fit" in out
+    assert "tight fit" in out and "CUDA context" in out
+
+
+def test_context_gb_reaches_the_json() -> None:
+    code, out, _ = run("-m", "a100-80gb", "t 9GB", "--context-gb", "1.5", "--json", *HOST)
+    assert code == 0
+    data = json.loads(out)
+    assert data["context_gb"] == 1.5 and data["tenants"][0]["assigned_profile"] == "1g.20gb"
 
 
 def test_words_may_come_as_separate_arguments() -> None:
     code, out, _ = run("-m", "a100-80gb", "inference", "3GB", "x1,", "training", "10GB", "x6", *HOST)
+    assert code == 1 and "NOT a valid MIG layout" in out and "1g.20gb" in out
+    code, out, _ = run(
+        "-m", "a100-80gb", "inference", "3GB", "x1,", "training", "10GB", "x6", "--context-gb", "0", *HOST
+    )
     assert code == 0 and "valid MIG layout" in out
 
 
@@ -55,8 +80,8 @@ def test_no_layout_exits_1_with_why_and_alternatives() -> None:
     code, out, _ = run("--gpu-model", "a100-40gb", "inference 3GB x1, training 10GB x6", *HOST)
     assert code == 1
     assert "NOT a valid MIG layout on 1 x A100-SXM4-40GB" in out
-    assert "= 13 memory slices; 1 GPU has 8" in out
-    assert "use 2 GPUs (--gpus 2)" in out and "nvidia-smi mig -i" not in out
+    assert "= 25 memory slices; 1 GPU has 8" in out  # 10 GB + 0.5 GB CUDA context: 3g.20gb each
+    assert "use 4 GPUs (--gpus 4)" in out and "nvidia-smi mig -i" not in out
 
 
 def test_json_output() -> None:
@@ -103,6 +128,12 @@ def test_list_profiles() -> None:
         (["-m", "h200", "web 10GX x2"], "'10GX' is not a count"),
         (["-m", "h200", "3g.20gb"], "its 3g profiles are 3g.71gb"),
         (["-m", "h200", "--gpus", "9", "3g"], "--gpus"),
+        (
+            ["-m", "a100-80gb", "--context-gb", "-1", "t 3GB"],
+            "error: --context-gb -1: the CUDA context reserve per instance is 0 (off) or more GB (default 0.5)",
+        ),
+        (["-m", "a100-80gb", "--context-gb=-0.25", "3g"], "--context-gb -0.25: the CUDA context reserve"),
+        (["-m", "a100-80gb", "--context-gb", "lots", "3g"], "--context-gb"),
     ],
 )
 def test_bad_input_exits_2_with_one_clear_line(args: list[str], message: str) -> None:

@@ -23,7 +23,10 @@ Tenants
     or ``"inference 3GB x1, training 10GB x6"`` (a name, a memory need, optionally a compute need ``2g``
     or ``40SM``, a count). GB is 10^9 bytes, GiB 2^30 bytes. A memory need is
     compared with the memory an instance really has, as ``nvidia-smi mig -lgip`` reports it (a 1g.10gb on
-    an A100 80GB has 9.50 GiB = 10.2 GB), not with the rounded number in the profile's name.
+    an A100 80GB has 9.50 GiB = 10.2 GB), not with the rounded number in the profile's name. Each instance's
+    memory need first gets a CUDA context reserve (``context_gb``, default :data:`CONTEXT_GB`): every
+    process on a MIG instance pays for its CUDA context out of that instance's memory, so a job whose
+    tensors take 10 GB does not run in an instance of 10.2 GB. Profile tenants get no reserve.
 
 The objective ("least waste")
     1. Each tenant instance gets the smallest profile that meets its need. On these GPUs the profiles form
@@ -52,8 +55,13 @@ MAX_GPUS = 8  # a DGX/HGX node; plan bigger clusters node by node
 MAX_INSTANCES = MAX_GPUS * COMPUTE_SLICES
 GB = 1e9
 GIB = float(2**30)
-# A need this close to what the instance has leaves no room for the CUDA context (a few hundred MB of the
-# instance's own memory) or allocator fragmentation: the plan says so.
+# Every process on a MIG instance pays for its CUDA context out of the instance's memory: a few hundred MB,
+# typically 0.3-0.6 GB on A100/H100 with CUDA lazy loading (CUDA_MODULE_LOADING=LAZY: the default on Linux
+# since CUDA 12.2, and PyTorch sets it since 1.13), more with eager loading or many kernels. This much is
+# added to each memory need by default.
+CONTEXT_GB = 0.5
+# A need (with its context reserve) this close to what the instance has leaves no room for allocator
+# fragmentation, or a context larger than the reserve (or any context, with the reserve off): the plan says so.
 TIGHT_GB = 0.5
 TIGHT_SHARE = 0.05
 MIG_GUIDE = "https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html"
@@ -327,17 +335,18 @@ class TenantSpec:
     def is_need(self) -> bool:
         return self.memory_gb is not None or self.sms is not None
 
-    def need_text(self) -> str:
+    def need_text(self, context_gb: float = 0.0) -> str:
+        """The need as written; with a CUDA context reserve: "60 GB + 0.5 GB CUDA context, 3g"."""
         parts = []
         if self.memory_gb is not None:
-            parts.append(self.memory_text or f"{_num(self.memory_gb)} GB")
+            parts.append((self.memory_text or f"{_num(self.memory_gb)} GB") + _context_text(context_gb))
         if self.compute is not None:
             parts.append(f"{self.compute}g")
         if self.sms is not None:
             parts.append(f"{self.sms} SMs")
         if self.media:
             parts.append("+me")
-        return " ".join(parts)
+        return (", " if context_gb and self.memory_gb is not None else " ").join(parts)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -520,13 +529,24 @@ class TenantDemand:
     spec: TenantSpec
     profile: Profile | None
     why: str
-    headroom_gb: float | None = None  # usable memory above the need, for needs
+    headroom_gb: float | None = None  # usable memory above the need and its context reserve, for needs
+    context_gb: float = 0.0  # the CUDA context reserve added to the memory need (0 for profile tenants)
+
+    @property
+    def need_gb(self) -> float | None:
+        """The memory an instance must have: the need plus the CUDA context reserve."""
+        return None if self.spec.memory_gb is None else self.spec.memory_gb + self.context_gb
+
+    def need_text(self) -> str:
+        """The need as written, with the reserve: "10 GB + 0.5 GB CUDA context"."""
+        return self.spec.need_text(self.context_gb)
 
     @property
     def tight(self) -> bool:
-        if self.headroom_gb is None or self.spec.memory_gb is None:
+        need = self.need_gb
+        if self.headroom_gb is None or need is None:
             return False
-        return self.headroom_gb < max(TIGHT_GB, TIGHT_SHARE * self.spec.memory_gb)
+        return self.headroom_gb < max(TIGHT_GB, TIGHT_SHARE * need)
 
 
 def _chain(model: GpuModel, media: bool) -> list[Profile]:
@@ -542,9 +562,29 @@ def _mem(profile: Profile) -> str:
     return f"{profile.memory_gib:.2f} GiB = {profile.memory_gb:.1f} GB"
 
 
-def resolve_tenant(gpu_model: str | GpuModel, spec: TenantSpec) -> TenantDemand:
-    """The profile a tenant gets: the one it named, or the smallest that meets its need."""
+def _context_text(context_gb: float) -> str:
+    return f" + {_num(context_gb)} GB CUDA context" if context_gb else ""
+
+
+def _check_context(context_gb: float) -> float:
+    if not math.isfinite(context_gb) or context_gb < 0:
+        raise MigPlanError(
+            f"--context-gb {context_gb:g}: the CUDA context reserve per instance is 0 (off) or more GB "
+            f"(default {CONTEXT_GB:g})"
+        )
+    return float(context_gb)
+
+
+def resolve_tenant(
+    gpu_model: str | GpuModel, spec: TenantSpec, *, context_gb: float = CONTEXT_GB
+) -> TenantDemand:
+    """The profile a tenant gets: the one it named, or the smallest that meets its need.
+
+    A memory need gets ``context_gb`` added first: the CUDA context each instance's process pays for out of
+    the instance's memory (0 turns the reserve off). A profile tenant, or a need without memory, gets none.
+    """
     model = get_model(gpu_model)
+    context_gb = _check_context(context_gb)
     if spec.profile is not None:
         profile = model.profile(spec.profile)
         if profile is None:
@@ -561,7 +601,8 @@ def resolve_tenant(gpu_model: str | GpuModel, spec: TenantSpec) -> TenantDemand:
             raise MigPlanError(f"{model.name} has no {spec.compute}g{'+me' if spec.media else ''} profile")
         return TenantDemand(spec, profile, f"{spec.compute}g{'+me' if spec.media else ''} = {profile.name}")
     chain = _chain(model, spec.media)
-    need_gb = spec.memory_gb or 0.0
+    context = context_gb if spec.memory_gb is not None else 0.0
+    need_gb = spec.memory_gb + context if spec.memory_gb is not None else 0.0
     fits = [
         p
         for p in chain
@@ -571,7 +612,8 @@ def resolve_tenant(gpu_model: str | GpuModel, spec: TenantSpec) -> TenantDemand:
         top = chain[-1]
         short = []
         if need_gb > top.memory_gb:
-            short.append(f"{_num(need_gb)} GB > {_mem(top)}")
+            written = spec.memory_text or f"{_num(spec.memory_gb or 0.0)} GB"
+            short.append(f"{written}{_context_text(context)} > {_mem(top)}")
         if spec.sms is not None and spec.sms > top.sms:
             short.append(f"{spec.sms} SMs > {top.sms}")
         return TenantDemand(
@@ -580,6 +622,7 @@ def resolve_tenant(gpu_model: str | GpuModel, spec: TenantSpec) -> TenantDemand:
             f"no {model.name} instance is big enough: the largest, {top.name}, has "
             f"{_mem(top)} and {top.sms} SMs ({'; '.join(short) or 'need too large'}); a MIG instance never spans "
             "GPUs, so run it without MIG (or shard it)",
+            context_gb=context,
         )
     profile = fits[0]
     smaller = [
@@ -588,9 +631,7 @@ def resolve_tenant(gpu_model: str | GpuModel, spec: TenantSpec) -> TenantDemand:
         if (p.memory_slices, p.compute_slices, p.sms)
         < (profile.memory_slices, profile.compute_slices, profile.sms)
     ]
-    why = (
-        f"smallest profile with >= {spec.need_text()}: {profile.name} has {_mem(profile)}, {profile.sms} SMs"
-    )
+    why = f"smallest profile with >= {spec.need_text(context)}: {profile.name} has {_mem(profile)}, {profile.sms} SMs"
     if smaller:
         below = smaller[-1]
         lacks = []
@@ -603,7 +644,7 @@ def resolve_tenant(gpu_model: str | GpuModel, spec: TenantSpec) -> TenantDemand:
         if lacks:
             why += f" ({below.name} has only {', '.join(lacks)})"
     headroom = profile.memory_gb - need_gb if spec.memory_gb is not None else None
-    return TenantDemand(spec, profile, why, headroom)
+    return TenantDemand(spec, profile, why, headroom, context)
 
 
 # -- single-GPU catalog: every valid placement set, the best placement of each profile multiset -----------------
@@ -901,6 +942,7 @@ class MigPlan:
     notes: list[str] = field(default_factory=list)
     host_cpus: int | None = None
     host_memory_gb: float | None = None
+    context_gb: float = CONTEXT_GB  # the CUDA context reserve added to each memory need
 
     # -- figures --
 
@@ -912,10 +954,8 @@ class MigPlan:
     def summary(self) -> dict[str, Any]:
         used = [layout for layout in self.layouts if layout.instances]
         memory = sum(layout.memory_used for layout in used)
-        needs = [d for d in self.demands if d.profile is not None and d.spec.memory_gb is not None]
-        over = sum(
-            (d.profile.memory_gb - (d.spec.memory_gb or 0.0)) * d.spec.count for d in needs if d.profile
-        )
+        # memory beyond each need and its CUDA context reserve
+        over = sum((d.headroom_gb or 0.0) * d.spec.count for d in self.demands if d.profile is not None)
         return {
             "gpus_used": len(used),
             "gpus_free": self.gpus - len(used) if self.valid else None,
@@ -1059,6 +1099,7 @@ class MigPlan:
                 profile_id=demand.profile.profile_id if demand.profile else None,
                 usable_gib=demand.profile.memory_gib if demand.profile else None,
                 why=demand.why,
+                context_gb=demand.context_gb,
                 headroom_gb=None if demand.headroom_gb is None else round(demand.headroom_gb, 3),
                 tight=demand.tight,
                 instances=[i.to_json() for i in self.instances(demand.spec.name)],
@@ -1068,6 +1109,7 @@ class MigPlan:
             "schema": PLAN_SCHEMA,
             "gpu_model": {"key": self.model.key, "name": self.model.name, "source": self.model.source},
             "gpus": self.gpus,
+            "context_gb": self.context_gb,
             "valid": self.valid,
             "headline": self.headline(),
             "objective": OBJECTIVE,
@@ -1091,22 +1133,28 @@ def plan_mig(
     gpus: int = 1,
     host_cpus: int | None = None,
     host_memory_gb: float | None = None,
+    context_gb: float = CONTEXT_GB,
 ) -> MigPlan:
-    """Plan MIG instances for ``tenants`` on ``gpus`` GPUs of one model; MigPlanError for bad input."""
+    """Plan MIG instances for ``tenants`` on ``gpus`` GPUs of one model; MigPlanError for bad input.
+
+    ``context_gb`` is the CUDA context reserve added to each tenant instance's memory need (0: none).
+    """
     model = get_model(gpu_model)
     if not 1 <= gpus <= MAX_GPUS:
         raise MigPlanError(f"--gpus {gpus}: plan 1 to {MAX_GPUS} GPUs (one node) at a time")
+    context_gb = _check_context(context_gb)
     specs = parse_tenants(tenants) if isinstance(tenants, str) else list(tenants)
-    demands = [resolve_tenant(model, spec) for spec in specs]
-    plan = MigPlan(model, gpus, demands, valid=False, host_cpus=host_cpus, host_memory_gb=host_memory_gb)
-    for d in demands:
-        if d.tight:
-            assert d.profile is not None
-            plan.notes.append(
-                f"{d.spec.name}: tight fit, a {d.spec.memory_text} need in {d.profile.name}'s {_mem(d.profile)}: "
-                f"{d.headroom_gb:.2f} GB to spare, and the CUDA context alone takes a few hundred MB of the "
-                "instance's memory; measure the job's peak, or ask for more memory"
-            )
+    demands = [resolve_tenant(model, spec, context_gb=context_gb) for spec in specs]
+    plan = MigPlan(
+        model,
+        gpus,
+        demands,
+        valid=False,
+        host_cpus=host_cpus,
+        host_memory_gb=host_memory_gb,
+        context_gb=context_gb,
+    )
+    plan.notes += [_tight_note(d) for d in demands if d.tight]
     missing = [d for d in demands if d.profile is None]
     placed = [d for d in demands if d.profile is not None]
     vector = _demand_vector(model, placed)
@@ -1126,7 +1174,46 @@ def plan_mig(
     if not _fits(model, vector, gpus):
         plan.reasons += _why_not(model, placed, gpus)
     plan.alternatives = _alternatives(model, demands, gpus)
+    if context_gb:
+        plan.notes += _without_context_note(model, demands, gpus, context_gb)
     return plan
+
+
+def _tight_note(d: TenantDemand) -> str:
+    assert d.profile is not None and d.headroom_gb is not None
+    text = f"{d.spec.name}: tight fit, a {d.need_text()} need in {d.profile.name}'s {_mem(d.profile)}: "
+    if d.context_gb:
+        text += (
+            f"{d.headroom_gb:.2f} GB to spare for allocator fragmentation and a CUDA context larger than the "
+            f"{_num(d.context_gb)} GB reserved"
+        )
+    else:
+        text += (
+            f"{d.headroom_gb:.2f} GB to spare, and the CUDA context alone takes a few hundred MB of the "
+            "instance's memory (--context-gb 0: no reserve for it)"
+        )
+    return text + "; measure the job's peak, or ask for more memory"
+
+
+def _without_context_note(
+    model: GpuModel, demands: Sequence[TenantDemand], gpus: int, context_gb: float
+) -> list[str]:
+    """When the CUDA context reserve alone is what rules the layout out: what it would be without it."""
+    bare = [resolve_tenant(model, d.spec, context_gb=0.0) for d in demands]
+    if any(d.profile is None for d in bare) or not _fits(model, _demand_vector(model, bare), gpus):
+        return []
+    changed = [
+        f"{b.spec.name} in {b.profile.name} ({_mem(b.profile)}) with only {b.headroom_gb:.2f} GB to spare per "
+        "instance"
+        for d, b in zip(demands, bare, strict=True)
+        if b.profile is not None and b.profile != d.profile and b.headroom_gb is not None
+    ]
+    return [
+        f"with --context-gb 0 (no CUDA context reserve) this would be a valid layout on "
+        f"{_plural(gpus, 'GPU')}: {'; '.join(changed)}, less than the {_num(context_gb)} GB reserved for the "
+        "CUDA context each process pays for out of its instance's memory; do so only if the measured peak, "
+        "context included (nvidia-smi on the instance), fits"
+    ]
 
 
 def _demand_vector(model: GpuModel, demands: Sequence[TenantDemand]) -> tuple[int, ...]:
@@ -1334,6 +1421,11 @@ def _alternatives(model: GpuModel, demands: Sequence[TenantDemand], gpus: int) -
         vector = _with(model, placed, {d.spec.name: (smaller, d.spec.count)})
         if _fits(model, vector, gpus):
             has = f"{_mem(smaller)}, {smaller.sms} SMs"
+            if d.context_gb:
+                has += (
+                    f", CUDA context included: {smaller.memory_gb - d.context_gb:.2f} GB besides the "
+                    f"{_num(d.context_gb)} GB context"
+                )
             condition = (
                 f"only if it can do with {has} (it asked for {d.spec.need_text()})"
                 if d.spec.is_need
@@ -1351,8 +1443,9 @@ def _alternatives(model: GpuModel, demands: Sequence[TenantDemand], gpus: int) -
         if d.spec.count < 2:
             continue
         assert d.profile is not None
-        # the merged processes share one instance's SMs, so only the memory adds up
-        memory = d.spec.count * (d.spec.memory_gb if d.spec.memory_gb is not None else d.profile.memory_gb)
+        # the merged processes share one instance's SMs, so only the memory adds up (each with its context)
+        need = d.need_gb
+        memory = d.spec.count * (need if need is not None else d.profile.memory_gb)
         compute = d.spec.compute if d.spec.is_need and d.spec.compute else d.profile.compute_slices
         merged = next(
             (

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
-from dgxperf.plan.mig import GPU_MODELS, MAX_GPUS
+from dgxperf.plan.mig import CONTEXT_GB, GPU_MODELS, MAX_GPUS
 
 # The same --json flag as dgxperf.cli's JsonFlag, redefined: importing it would import cli from here.
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print the result as JSON (versioned schema).")]
@@ -34,6 +34,16 @@ def mig(
     gpus: Annotated[
         int, typer.Option("--gpus", "-g", min=1, max=MAX_GPUS, help="GPUs to split the tenants over.")
     ] = 1,
+    context_gb: Annotated[
+        float,
+        typer.Option(
+            "--context-gb",
+            help="CUDA context reserve (GB) added to each instance's memory need before its profile is chosen: "
+            "every process on a MIG instance pays for its CUDA context out of that instance's memory "
+            "(typically 0.3-0.6 GB on A100/H100 with lazy loading), so a 10 GB job does not run in a 10.2 GB "
+            "1g.10gb. 0 turns it off; profile tenants (3g, 1g.10gb) get none.",
+        ),
+    ] = CONTEXT_GB,
     host_cpus: Annotated[
         int | None,
         typer.Option(
@@ -85,7 +95,12 @@ def mig(
         host_memory_gb = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9, 1)
     try:
         plan = plan_mig(
-            model, " ".join(tenants), gpus=gpus, host_cpus=host_cpus, host_memory_gb=host_memory_gb
+            model,
+            " ".join(tenants),
+            gpus=gpus,
+            host_cpus=host_cpus,
+            host_memory_gb=host_memory_gb,
+            context_gb=context_gb,
         )
     except MigPlanError as exc:
         usage_error(str(exc))
