@@ -15,6 +15,7 @@ What the recordings taught us (each is a test below):
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,7 @@ def test_every_recording_is_real_and_at_one_hertz() -> None:
     for name in EXPECTED:
         header, samples, _ = read_recording(RECORDINGS / f"{name}.jsonl")
         assert header.source == "nvml" and header.interval_s == 1.0, name
-        gaps = [b.t - a.t for a, b in zip(samples, samples[1:], strict=False)]
+        gaps = [b.t - a.t for a, b in itertools.pairwise(samples)]
         assert len(samples) >= 20 and max(gaps) < 1.5, name
 
 
@@ -65,7 +66,7 @@ def test_gemm_loop_is_power_capped_not_thermal() -> None:
 
 
 def test_copy_loop_is_dram_bound_but_guide_b_rule_cannot_see_it() -> None:
-    header, samples, _ = read_recording(RECORDINGS / "memory.jsonl")
+    _, samples, _ = read_recording(RECORDINGS / "memory.jsonl")
     busy = [s.gpus[0].metrics for s in samples if s.gpus[0].metrics.get("gpu_util_pct", 0) > 90]
     assert len(busy) >= 15
     assert min(m["sm_active_pct"] for m in busy) > 90  # SMs "active" while they wait on memory

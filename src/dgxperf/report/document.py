@@ -17,6 +17,8 @@ from dgxperf.atomic import atomic_write
 
 Table = tuple[list[str], list[list[str]]]
 
+NOTE_RATES = "Rates over the whole last epoch, evaluation excluded (compilation falls in epoch 1)"
+
 FIGURE_TITLES = {
     "throughput": "Training throughput per recipe",
     "loss": "Training loss",
@@ -183,8 +185,7 @@ def render_markdown(result: Mapping[str, Any], figure_files: Mapping[str, str]) 
     out += ["", f"Run {_run_ref(result)}, started {result.get('started_at')}, {result.get('wall_seconds')} s. "
             + _choices(result), ""]  # fmt: skip
     out += ["## Guide A §7's table for this node", "", _md_table(recipe_table(result))]
-    out += ["Rates over the whole last epoch, data loading and evaluation excluded (compilation falls in epoch 1); the run column is the "
-            "run-store id (`dgxperf runs show ID`).", ""]  # fmt: skip
+    out += [f"{NOTE_RATES}; the run column is the run-store id (`dgxperf runs show ID`).", ""]
     for name in ("throughput", "accuracy", "loss"):
         if name in figure_files:
             out += [f"![{FIGURE_TITLES[name]}]({figure_files[name]})", ""]
@@ -250,8 +251,8 @@ def render_html(result: Mapping[str, Any], figures: Mapping[str, bytes]) -> str:
     )
     parts += ["<h2>Guide A §7's table for this node</h2>", _html_table(recipe_table(result), "recipes")]
     parts.append(
-        '<p class="small">Rates over the whole last epoch, data loading and evaluation excluded (compilation falls in epoch 1); '
-        "the run column is the run-store id (<code>dgxperf runs show ID</code>).</p>"
+        f'<p class="small">{NOTE_RATES}; the run column is the run-store id '
+        "(<code>dgxperf runs show ID</code>).</p>"
     )
     for name in ("throughput", "accuracy", "loss"):
         if name in figures:

@@ -1,0 +1,131 @@
+"""validate's plan, ablation bookkeeping and report rendering, on the real H200 validate result."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dgxperf.report import document, validate
+from dgxperf.report.validate import ValidateError, ValidatePlan, ablation_variants, choose_plan
+
+ROOT = Path(__file__).resolve().parents[2]
+H200_RESULT = ROOT / "tests" / "data" / "h200" / "validate" / "validate-large-2epochs.json"
+
+
+def plan(**overrides: Any) -> ValidatePlan:
+    args: dict[str, Any] = dict(gpu_count=1, quick=False, gpus=1, preset=None, epochs=None, train_samples=None,
+                                ablation_steps=None, data_dir=None, skip=[])  # fmt: skip
+    args.update(overrides)
+    return choose_plan(**args)
+
+
+def test_plan_defaults_with_and_without_a_gpu() -> None:
+    full = plan()
+    assert (full.mode, full.device, full.preset, full.epochs, full.ablation_steps) == (
+        "full",
+        "cuda",
+        "large",
+        1,
+        40,
+    )
+    assert full.train_samples is None and not full.shared
+    quick = plan(gpu_count=0)
+    assert (quick.mode, quick.device, quick.preset) == ("quick", "cpu", "tiny")
+    assert quick.train_samples == validate.QUICK_TRAIN_SAMPLES and "bench" in quick.skip
+    assert "no CUDA GPU" in quick.reason and "absent" in quick.reason
+    assert plan(quick=True).mode == "quick"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"skip": ["report"]}, "--skip report: choose from"),
+        ({"gpus": 2}, "--gpus 2: this node has 1 GPU"),
+        ({"gpu_count": 0, "gpus": 2}, "quick mode runs one CPU process"),
+    ],
+)
+def test_plan_errors(overrides: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValidateError, match=re.escape(message)):
+        plan(**overrides)
+
+
+def test_plan_round_trips_through_json() -> None:
+    original = plan(gpu_count=0, skip=["ablation"], data_dir=Path("/data"))
+    assert ValidatePlan.from_json(json.loads(json.dumps(original.to_json()))) == original
+    with pytest.raises(ValidateError, match="not a validate.json of this version"):
+        ValidatePlan.from_json({"mode": "full"})
+
+
+def test_ablation_variants_follow_the_node_and_the_mode() -> None:
+    one = {v.name for v in ablation_variants(plan())}
+    assert "optimized - compile" in one and "optimized (repeat)" in one and "guide - DDP flags" not in one
+    eight = {v.name for v in ablation_variants(plan(gpu_count=8, gpus=8))}
+    assert {"guide - DDP flags", "optimized - no_sync", "optimized + bf16 comm hook"} <= eight
+    quick = {v.name for v in ablation_variants(plan(gpu_count=0))}
+    assert not any("compile" in n or "workers" in n or "repeat" in n for n in quick)
+    assert {"optimized", "guide", "optimized - bucketing", "guide + bf16"} <= quick
+
+
+def test_effects_use_the_faster_of_the_repeated_references() -> None:
+    rows: list[dict[str, Any]] = [
+        {"name": "optimized", "recipe": "optimized", "samples_per_s": 90.0},
+        {"name": "optimized - compile", "recipe": "optimized", "samples_per_s": 60.0},
+        {"name": "optimized (repeat)", "recipe": "optimized", "samples_per_s": 100.0},
+        {"name": "guide", "recipe": "guide", "samples_per_s": 40.0},
+        {"name": "guide + bf16", "recipe": "guide", "samples_per_s": 50.0},
+        {"name": "guide + compile", "recipe": "guide", "error": "exited with 1"},
+    ]
+    validate._add_effects(rows)
+    effects = {r["name"]: r["vs_reference"] for r in rows}
+    assert effects == {"optimized": None, "optimized - compile": 0.6, "optimized (repeat)": None, "guide": None,
+                       "guide + bf16": 1.25, "guide + compile": None}  # fmt: skip
+
+
+def test_recipe_table_carries_the_h200_numbers_and_run_ids() -> None:
+    result = json.loads(H200_RESULT.read_text())
+    headers, rows = document.recipe_table(result)
+    by_recipe = {row[0]: dict(zip(headers, row, strict=True)) for row in rows}
+    assert by_recipe["optimized"]["samples/s"] == "1,742" and by_recipe["guide"]["samples/s"] == "393"
+    assert by_recipe["optimized"]["vs guide"] == "4.44x" and by_recipe["baseline"]["vs baseline"] == "1.00x"
+    assert by_recipe["baseline"]["run"] == "#2" and by_recipe["guide"]["test acc"] == "80.99%"
+
+
+def test_reports_render_every_section_and_stay_self_contained(tmp_path: Path) -> None:
+    result = json.loads(H200_RESULT.read_text())
+    md_path, html_path = document.write_report(result, tmp_path)
+    md, page = md_path.read_text(), html_path.read_text()
+    for section in (
+        "Guide A §7's table",
+        "Ablation",
+        "Telemetry and advice",
+        "Ceilings",
+        "Node audit",
+        "Phases",
+    ):
+        assert section in md and section in page
+    assert "AMP/TF32 not in effect" in md  # the baseline's advice
+    assert "INCOMPLETE" not in md and "no ablation (skipped)" in md
+    figures = sorted(p.name for p in (tmp_path / "figures").iterdir())
+    assert figures == ["accuracy.png", "bench.png", "loss.png", "throughput.png", "timeline-baseline.png",
+                       "timeline-guide.png", "timeline-optimized.png"]  # fmt: skip
+    for name in figures:
+        assert f"](figures/{name})" in md
+        assert (tmp_path / "figures" / name).read_bytes().startswith(b"\x89PNG")
+    assert page.count("data:image/png;base64,") == len(figures)
+    assert not re.search(r"""(src|href)=["'](?!data:|#)""", page)  # nothing fetched from anywhere
+
+
+def test_an_interrupted_result_is_marked_incomplete(tmp_path: Path) -> None:
+    result = json.loads(H200_RESULT.read_text()) | {"complete": False, "interrupted": True}
+    md, page = (p.read_text() for p in document.write_report(result, tmp_path))
+    assert "INCOMPLETE REPORT: interrupted (Ctrl-C)" in md and "INCOMPLETE REPORT" in page
+
+
+def test_a_result_without_training_still_renders(tmp_path: Path) -> None:
+    result = {"plan": {"mode": "quick"}, "phases": [], "recipes": {"baseline": {"error": "exited with 2"}}}
+    md, _ = (p.read_text() for p in document.write_report(result, tmp_path))
+    assert "| baseline | failed |" in md
