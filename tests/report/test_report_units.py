@@ -56,7 +56,7 @@ def test_plan_errors(overrides: dict[str, Any], message: str) -> None:
 def test_plan_round_trips_through_json() -> None:
     original = plan(gpu_count=0, skip=["ablation"], data_dir=Path("/data"))
     assert ValidatePlan.from_json(json.loads(json.dumps(original.to_json()))) == original
-    with pytest.raises(ValidateError, match="not a validate.json of this version"):
+    with pytest.raises(ValidateError, match=r"not a validate\.json of this version"):
         ValidatePlan.from_json({"mode": "full"})
 
 
