@@ -173,6 +173,16 @@ def test_ctrl_c_leaves_a_partial_report_and_resume_finishes_it(tmp_path: Path) -
     assert data["recipes"]["baseline"]["run_id"] == baseline_id  # kept, not trained again
     assert set(data["recipes"]) == {"baseline", "guide", "optimized"}
     assert {p["name"]: p["state"] for p in data["phases"]}["ablation"] == "skipped"
+    # Two validate runs in one store: `runs compare` puts them side by side.
+    compare = subprocess.run(
+        [sys.executable, "-m", "dgxperf", "runs", "compare", str(state["run_id"]), str(data["run_id"]), "--json"],
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert compare.returncode == 0, compare.stderr
+    diff = json.loads(compare.stdout)
+    assert diff["same_command"] is True
+    changed = {d["key"] for d in diff["result_diff"]}
+    assert "complete" in changed and "interrupted" in changed
 
 
 @pytest.mark.timeout(300)
