@@ -96,7 +96,9 @@ def test_report_numbers_agree_with_the_run_store(quick_run: dict[str, Any]) -> N
         assert f"{run['summary']['samples_per_s']:,.0f}" in html
 
 
-def test_html_report_loads_in_headless_chromium(quick_run: dict[str, Any]) -> None:
+def test_html_report_loads_in_headless_chromium(
+    quick_run: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
     if find_chromium() is None:
         if os.environ.get("CI"):
             pytest.fail("CI must check the report in Chromium: .ci/run installs Debian's chromium")
@@ -115,10 +117,14 @@ def test_html_report_loads_in_headless_chromium(quick_run: dict[str, Any]) -> No
     shot = quick_run["out"] / "report-screenshot.jpg"
     shot.write_bytes(report.screenshot)
     assert len(report.screenshot) > 5_000
-    # The CI log is the artifact store: the screenshot travels in it, base64 between markers.
-    print("\n-----BEGIN REPORT SCREENSHOT (JPEG, base64)-----")
-    print(base64.b64encode(report.screenshot).decode())
-    print("-----END REPORT SCREENSHOT-----")
+    # The CI log is the artifact store: the screenshot travels in it, base64 between markers (printed past
+    # pytest's capture, so it is in the log of a passing run too). Decode: base64 -d > report.jpg
+    with capsys.disabled():
+        print(
+            f"\n-----BEGIN REPORT SCREENSHOT (JPEG, base64; quick mode took {quick_run['seconds']:.0f} s)-----"
+        )
+        print(base64.b64encode(report.screenshot).decode())
+        print("-----END REPORT SCREENSHOT-----")
 
 
 def _wait_for(predicate: Any, timeout: float, what: str) -> None:
