@@ -1048,8 +1048,8 @@ def _validate_line(result: dict[str, Any]) -> str:
 
 
 def _register_plan_commands() -> None:
-    from dgxperf.plan.memory_cli import memory
-    from dgxperf.plan.mig_cli import mig
+    from dgxperf.cli_plan_memory import memory
+    from dgxperf.cli_plan_mig import mig
 
     plan_app.command("memory")(memory)
     plan_app.command("mig")(mig)

@@ -579,7 +579,10 @@ def _step_text(metrics_dir: Path | None) -> str:
 def _read_steps(path: Path, *, last_only: bool = False) -> list[dict[str, Any]]:
     """The per-step records of a run's metrics.jsonl (loss, rate, lr), tolerating a line being written."""
     try:
-        lines = path.read_text().splitlines()
+        with path.open("rb") as handle:
+            if last_only:  # polled twice a second for the progress line: read the tail, not the whole file
+                handle.seek(max(0, handle.seek(0, 2) - 4096))
+            lines = handle.read().decode(errors="replace").splitlines()
     except OSError:
         return []
     if last_only:

@@ -12,8 +12,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from dgxperf.cli_plan_mig import mig
 from dgxperf.plan.mig import plan_mig
-from dgxperf.plan.mig_cli import mig
 
 app = typer.Typer()
 app.command("mig")(mig)

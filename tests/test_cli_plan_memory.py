@@ -8,8 +8,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from dgxperf.cli_plan_memory import memory
 from dgxperf.plan import memory as pm
-from dgxperf.plan.memory_cli import memory
 
 app = typer.Typer()
 app.command("memory")(memory)
