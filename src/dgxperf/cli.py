@@ -13,14 +13,22 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
 from dgxperf import __version__
-
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_BUG = 0, 1, 2, 3
+from dgxperf.cli_common import (
+    EXIT_BUG,
+    EXIT_FAILURE,
+    EXIT_OK,
+    JsonFlag,
+    console,
+    err_console,
+    print_json,
+    usage_error,
+)
 
 app = typer.Typer(
     name="dgxperf",
@@ -42,20 +50,6 @@ plan_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(plan_app, name="plan")
-
-console = Console()
-err_console = Console(stderr=True)
-
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print the result as JSON (versioned schema).")]
-
-
-def usage_error(message: str) -> NoReturn:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
-    raise typer.Exit(EXIT_USAGE)
-
-
-def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
 
 
 def open_store() -> Any:

@@ -1,6 +1,6 @@
 """``dgxperf plan memory``: the memory planner's command (registered in dgxperf.cli as plan_app's "memory").
 
-dgxperf.cli is imported inside the command, not here: cli.py imports this module to register the command.
+The shared CLI helpers come from dgxperf.cli_common (cli.py imports this module to register the command).
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
+from dgxperf.cli_common import JsonFlag, console, print_json, usage_error
 from dgxperf.plan import memory as planner
 
 _SHOWN = {
@@ -139,12 +140,9 @@ def memory(
     tensors: Annotated[
         bool, typer.Option("--tensors", help="Also list what one block keeps for backward.")
     ] = False,
-    json_out: Annotated[
-        bool, typer.Option("--json", help="Print the result as JSON (versioned schema).")
-    ] = False,
+    json_out: JsonFlag = False,
 ) -> None:
     """Predict peak GPU memory (torch.cuda.max_memory_allocated) of training the encoder, per GPU."""
-    from dgxperf.cli import console, print_json, usage_error
 
     try:
         if not 0 <= margin < 10:

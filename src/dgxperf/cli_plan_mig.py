@@ -1,7 +1,7 @@
 """`dgxperf plan mig`: print a MIG layout for a set of tenants; the planning is :mod:`dgxperf.plan.mig`.
 
-Registered in :mod:`dgxperf.cli` as ``plan_app.command("mig")(mig)``. The CLI helpers (consoles,
-``usage_error``, ``print_json``) are imported inside the function: :mod:`dgxperf.cli` imports this module.
+Registered in :mod:`dgxperf.cli` as ``plan_app.command("mig")(mig)``; the shared CLI helpers come from
+:mod:`dgxperf.cli_common`.
 Exit codes as everywhere: 0 a valid layout (or the profile list), 1 no valid layout, 2 bad input.
 """
 
@@ -12,10 +12,8 @@ from typing import Annotated, Any
 
 import typer
 
-from dgxperf.plan.mig import CONTEXT_GB, GPU_MODELS, MAX_GPUS
-
-# The same --json flag as dgxperf.cli's JsonFlag, redefined: importing it would import cli from here.
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print the result as JSON (versioned schema).")]
+from dgxperf.cli_common import EXIT_FAILURE, EXIT_OK, JsonFlag, console, print_json, usage_error
+from dgxperf.plan.mig import CONTEXT_GB, GPU_MODELS, MAX_GPUS, OBJECTIVE, MigPlanError, get_model, plan_mig
 
 
 def mig(
@@ -69,9 +67,6 @@ def mig(
     Nothing is executed: the commands are printed for a person to review and run.
     """
     from rich.console import Console
-
-    from dgxperf.cli import EXIT_FAILURE, EXIT_OK, console, print_json, usage_error
-    from dgxperf.plan.mig import MigPlanError, get_model, plan_mig
 
     try:
         model = get_model(gpu_model) if gpu_model is not None else None
@@ -229,7 +224,6 @@ def _render_plan(console: Any, plan: Any, request: str) -> None:
                 console.print(Text(f"      {alt.layout_text()}", style="dim"), highlight=False)
     for note in plan.notes:
         console.print(Text.assemble(("note: ", "yellow"), note), highlight=False)
-    from dgxperf.plan.mig import OBJECTIVE
 
     console.print(Text(f"objective — {OBJECTIVE}", style="dim"), highlight=False)
     if not plan.valid:
