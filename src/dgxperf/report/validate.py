@@ -463,14 +463,21 @@ class Runner:
     # -- subprocesses -------------------------------------------------------------------------------------
 
     def _spawn(self, args: list[str], log_name: str) -> subprocess.Popen[str]:
-        log = (self.out_dir / "logs" / f"{log_name}.log").open("w")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "dgxperf", *args],
-            stdout=subprocess.PIPE if args[0] != "monitor" else log,
-            stderr=log,
-            text=True,
-            env={**os.environ, "COLUMNS": "120"},
-        )
+        """Start ``dgxperf ARGS``: stderr to ``logs/NAME.log``; stdout (its JSON result) to ``logs/NAME.json``."""
+        logs = self.out_dir / "logs"
+        with contextlib.ExitStack() as files:
+            log = files.enter_context((logs / f"{log_name}.log").open("w"))
+            # The monitor prints no result: its stdout joins its log.
+            result = (
+                log if args[0] == "monitor" else files.enter_context((logs / f"{log_name}.json").open("w"))
+            )
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "dgxperf", *args],
+                stdout=result,
+                stderr=log,
+                text=True,
+                env={**os.environ, "COLUMNS": "120"},
+            )
         self._children.append(proc)
         return proc
 
@@ -478,30 +485,17 @@ class Runner:
         self, args: list[str], log_name: str, *, what: str, metrics: Path | None = None
     ) -> dict[str, Any]:
         proc = self._spawn(args, log_name)
-        assert proc.stdout is not None
         began = time.perf_counter()
-        # The child's stdout is one JSON document at the end; read it in a thread-free way by polling, so
-        # progress can be shown meanwhile from the run's metrics file.
-        chunks: list[str] = []
-        os.set_blocking(proc.stdout.fileno(), False)
-        while True:
-            with contextlib.suppress(TypeError):
-                piece = proc.stdout.read()
-                if piece:
-                    chunks.append(piece)
-            if proc.poll() is not None:
-                rest = proc.stdout.read()
-                if rest:
-                    chunks.append(rest)
-                break
+        # The child writes its one JSON document to a file, so nothing blocks here and progress can be shown
+        # meanwhile from the run's metrics file.
+        while proc.poll() is None:
             self.progress(f"{what} {_step_text(metrics)}{time.perf_counter() - began:.0f} s")
             time.sleep(0.5)
         self._children.remove(proc)
-        text = "".join(chunks)
         if proc.returncode != 0:
             raise PhaseError(f"{what} exited with {proc.returncode}: {_log_tail(self.out_dir, log_name)}")
         try:
-            data: dict[str, Any] = json.loads(text)
+            data: dict[str, Any] = json.loads((self.out_dir / "logs" / f"{log_name}.json").read_text())
         except json.JSONDecodeError:
             raise PhaseError(f"{what} printed no JSON result (see logs/{log_name}.log)") from None
         return data

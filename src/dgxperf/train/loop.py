@@ -284,7 +284,7 @@ def train(config: TrainConfig, options: RunOptions) -> dict[str, Any] | None:
     config.validate()
     context = parallel.setup(config, options.env, want_cuda=options.device == "cuda")
     try:
-        return _train(config, options, context)
+        result = _train(config, options, context)
     except torch.cuda.OutOfMemoryError as exc:
         accum = config.grad_accum * 2
         raise TrainError(
@@ -292,8 +292,10 @@ def train(config: TrainConfig, options: RunOptions) -> dict[str, Any] | None:
             f"{context.device}: try --set batch_size={max(1, config.batch_size // 2)} --set grad_accum={accum} "
             f"(the same global batch), or a smaller preset ({exc.__class__.__name__})"
         ) from exc
-    finally:
-        parallel.teardown(context)
+    # Only after a clean finish: destroying the group while a peer is still in a collective can hang
+    # (torchtitan#1342); a failed worker exits and torchrun stops the others.
+    parallel.teardown(context)
+    return result
 
 
 def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContext) -> dict[str, Any] | None:
