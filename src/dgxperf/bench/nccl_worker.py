@@ -73,4 +73,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from dgxperf.worker_exit import exit_worker
+
+    exit_worker(main())

@@ -12,7 +12,6 @@ import argparse
 import faulthandler
 import json
 import os
-import sys
 from pathlib import Path
 
 
@@ -62,11 +61,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    status = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # Leave without interpreter finalization: the run's files are closed and the process group destroyed,
-    # but the process group's C++ worker threads can still be torn down in the wrong order while Python
-    # shuts down, and then the process aborts ("terminate called without an active exception", SIGABRT)
-    # after a successful run — a few percent of our 2-process CPU test runs (pytorch/pytorch#190489).
-    os._exit(status)
+    from dgxperf.worker_exit import exit_worker
+
+    exit_worker(main())
