@@ -27,12 +27,12 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).parent))
-from self_pretrain_cpu import SEED, SHAPE, finetune  # noqa: E402
+from self_pretrain_cpu import SEED, SHAPE, finetune
 
-from dgxperf.train import data as D  # noqa: E402
-from dgxperf.train import recipes  # noqa: E402
-from dgxperf.train.model import Encoder, preset  # noqa: E402
-from dgxperf.train.tokenizer import build_tokenizer  # noqa: E402
+from dgxperf.train import data as D
+from dgxperf.train import recipes
+from dgxperf.train.model import Encoder, preset
+from dgxperf.train.tokenizer import build_tokenizer
 
 BUCKETS = 50_000
 VARIANTS = {"chars": (), "bigrams": (2,), "bigrams+trigrams": (2, 3)}
