@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from dgxperf.train.launch import WorkerOutput, worker_command
@@ -56,3 +59,17 @@ def test_worker_command_tees_rank_output_into_the_run_directory(tmp_path: Path) 
     assert command[command.index("--log-dir") + 1] == str(tmp_path / "run" / "logs")
     assert command[command.index("--tee") + 1] == "3"
     assert command.index("--tee") < command.index("dgxperf.train.worker")
+
+
+def test_bad_data_on_two_ranks_is_one_usage_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text('text,label\n"unclosed,1\n', encoding="utf-8")
+    env = {**os.environ, "DGXPERF_HOME": str(tmp_path), "COLUMNS": "200"}
+    done = subprocess.run(
+        [sys.executable, "-m", "dgxperf", "train", "--device", "cpu", "--gpus", "2", "--preset", "tiny",
+         "--set", "task=files", "--set", f"train_file={bad}", "--out", str(tmp_path / "run")],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.count("bad.csv:2") == 1, done.stderr[-2000:]  # both ranks said it; shown once
+    assert "Traceback" not in done.stderr

@@ -1,7 +1,7 @@
 """Running a recipe on N processes: ``dgxperf train --gpus N`` starts torchrun itself and follows rank 0.
 
 Rank 0 of the workers prints one line per log record, ``dgxperf-log {json}``; the parent turns those
-into its progress display and passes every other line through. Errors come back as
+into its progress display and passes rank 0's other lines through. Errors come back as
 ``dgxperf-error message`` and exit status 1; usage errors (bad data, bad recipe) as status 2.
 
 torchrun tees each rank's output (``[default0]:...`` on our pipe, files under ``OUT/logs``), so when a
@@ -105,8 +105,11 @@ def launch(
                 if marker >= 0:
                     errors.append(line[marker + len(ERROR_PREFIX) :])
                     continue
-                if on_line is not None:
-                    on_line(f"rank {rank}: {line}" if rank else line)
+                # Only rank 0 speaks live: the other ranks repeat it, or fail in turn once it has failed
+                # (a peer's "connection closed" traceback), and torchrun's own lines are its banner and
+                # its summary of exit codes. All of it stays in OUT/logs and feeds failure_message.
+                if on_line is not None and rank == 0:
+                    on_line(line)
             status = process.wait()
         except KeyboardInterrupt:
             process.terminate()
@@ -114,7 +117,8 @@ def launch(
             raise
     if status != 0:
         usage = any(e.startswith("usage: ") for e in errors)
-        message = "; ".join(e.removeprefix("usage: ") for e in errors) if errors else ""
+        # Every rank reports the same bad input: say it once.
+        message = "; ".join(dict.fromkeys(e.removeprefix("usage: ") for e in errors))
         if not message:
             message = output.failure_message(out_dir / "logs")
         raise LaunchError(message or f"the workers exited with status {status}", 2 if usage else 1)
