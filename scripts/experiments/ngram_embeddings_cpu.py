@@ -27,12 +27,9 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).parent))
-from self_pretrain_cpu import SEED, SHAPE, finetune
+from self_pretrain_cpu import SEED, finetune, load_task, report, small_encoder
 
-from dgxperf.train import data as D
-from dgxperf.train import recipes
-from dgxperf.train.model import Encoder, preset
-from dgxperf.train.tokenizer import build_tokenizer
+from dgxperf.train.model import Encoder
 
 BUCKETS = 50_000
 VARIANTS = {"chars": (), "bigrams": (2,), "bigrams+trigrams": (2, 3)}
@@ -65,25 +62,18 @@ def main() -> None:
     epochs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     names = sys.argv[2:] or list(VARIANTS)
     torch.set_num_threads(2)
-    config = recipes.BASELINE
-    text = D.load_sentiment(config.data_dir, seed=config.data_seed)
-    tokenizer = build_tokenizer("char", text.texts("train"))
-    task = D.encode_task(text, tokenizer, config.max_len, truncation=config.truncation)
-    model_config = preset(
-        "tiny", vocab_size=task.vocab_size, num_labels=len(task.labels), max_len=config.max_len, **SHAPE
-    )
+    task = load_task()
     results = {}
     for name in names:
         print(f"== {name}", flush=True)
         began = time.time()
         torch.manual_seed(SEED)
-        model = Encoder(model_config)
+        model = Encoder(small_encoder(task))
         if VARIANTS[name]:
             model.tok_emb = NgramEmbedding(model.tok_emb, VARIANTS[name])  # type: ignore[assignment]
         results[name] = finetune(model, task, epochs)
         print(f"  ({time.time() - began:.0f} s)", flush=True)
-    for name, (devs, test) in results.items():
-        print(f"{name:18s} dev {' / '.join(f'{100 * d:.1f}' for d in devs)}  test {100 * test:.2f}%")
+    report(results)
 
 
 if __name__ == "__main__":

@@ -22,22 +22,16 @@ Dev peaks at epoch 3 and the model then overfits the 13.6k training reviews: mor
 
 from __future__ import annotations
 
-import copy
-import math
 import sys
 import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).parent))
-from self_pretrain_cpu import BATCH, LR, SEED, SHAPE, accuracy, batches, schedule
+from self_pretrain_cpu import SEED, finetune, load_task, report, small_encoder
 
-from dgxperf.train import data as D
-from dgxperf.train import recipes
-from dgxperf.train.model import Encoder, preset
-from dgxperf.train.tokenizer import build_tokenizer
+from dgxperf.train.model import Encoder
 
 VARIANTS: dict[str, dict[str, float | str]] = {
     "chars": {},
@@ -47,55 +41,20 @@ VARIANTS: dict[str, dict[str, float | str]] = {
 }
 
 
-def train(
-    model: Encoder, task: D.EncodedTask, epochs: int, ema_decay: float | None
-) -> tuple[list[float], float]:
-    g = torch.Generator().manual_seed(SEED + 1)
-    opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.01)
-    n = len(task.train.labels)
-    sched = schedule(opt, epochs * math.ceil(n / BATCH))
-    average = copy.deepcopy(model) if ema_decay else None
-    devs = []
-    for _ in range(epochs):
-        for ids, mask, labels in batches(task.train, torch.randperm(n, generator=g).tolist()):
-            loss = F.cross_entropy(model(ids, mask), labels)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            sched.step()
-            if average is not None and ema_decay is not None:
-                with torch.no_grad():
-                    for kept, live in zip(average.parameters(), model.parameters(), strict=True):
-                        kept.lerp_(live, 1 - ema_decay)
-        judged = average if average is not None else model
-        devs.append(accuracy(judged, task.dev))
-        print(f"  epoch {len(devs)}: dev {devs[-1]:.4f}", flush=True)
-    return devs, accuracy(average if average is not None else model, task.test)
-
-
 def main() -> None:
     epochs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     names = sys.argv[2:] or list(VARIANTS)
     torch.set_num_threads(2)
-    config = recipes.BASELINE
-    text = D.load_sentiment(config.data_dir, seed=config.data_seed)
-    tokenizer = build_tokenizer("char", text.texts("train"))
-    task = D.encode_task(text, tokenizer, config.max_len, truncation=config.truncation)
+    task = load_task()
     results = {}
     for name in names:
         print(f"== {name}", flush=True)
         began = time.time()
-        model_config = preset(
-            "tiny", vocab_size=task.vocab_size, num_labels=len(task.labels), max_len=config.max_len,
-            **SHAPE, **VARIANTS[name],
-        )  # fmt: skip
         torch.manual_seed(SEED)
-        model = Encoder(model_config)
-        results[name] = train(model, task, epochs, 0.999 if name.startswith("ema") else None)
+        model = Encoder(small_encoder(task, **VARIANTS[name]))
+        results[name] = finetune(model, task, epochs, 0.999 if name.startswith("ema") else None)
         print(f"  ({time.time() - began:.0f} s)", flush=True)
-    for name, (devs, test) in results.items():
-        print(f"{name:12s} dev {' / '.join(f'{100 * d:.1f}' for d in devs)}  test {100 * test:.2f}%")
+    report(results)
 
 
 if __name__ == "__main__":

@@ -17,16 +17,18 @@ Four MLM epochs give no clear lift at this size (dev equal, test +1.0 on one see
 
 from __future__ import annotations
 
+import copy
 import math
 import sys
 import time
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from dgxperf.train import data as D
 from dgxperf.train import recipes
-from dgxperf.train.model import Encoder, preset
+from dgxperf.train.model import Encoder, ModelConfig, preset
 from dgxperf.train.tokenizer import CLS_ID, PAD_ID, SEP_ID, UNK_ID, build_tokenizer
 
 SHAPE = {"layers": 2, "hidden": 128, "heads": 4, "ffn": 512}
@@ -106,11 +108,17 @@ def accuracy(model: Encoder, split: D.EncodedSplit) -> float:
     return right / len(split.labels)
 
 
-def finetune(model: Encoder, task: D.EncodedTask, epochs: int) -> tuple[list[float], float]:
+def finetune(
+    model: Encoder, task: D.EncodedTask, epochs: int, ema_decay: float | None = None
+) -> tuple[list[float], float]:
+    """Fine-tune and judge each epoch on dev, then test; with ``ema_decay``, judge an exponential moving
+    average of the weights (updated every step) instead of the weights themselves."""
     g = torch.Generator().manual_seed(SEED + 1)
     opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.01)
     n = len(task.train.labels)
     sched = schedule(opt, epochs * math.ceil(n / BATCH))
+    average = copy.deepcopy(model) if ema_decay else None
+    judged = average if average is not None else model
     devs = []
     for _ in range(epochs):
         for ids, mask, labels in batches(task.train, torch.randperm(n, generator=g).tolist()):
@@ -120,22 +128,43 @@ def finetune(model: Encoder, task: D.EncodedTask, epochs: int) -> tuple[list[flo
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             sched.step()
-        devs.append(accuracy(model, task.dev))
+            if average is not None and ema_decay is not None:
+                with torch.no_grad():
+                    for kept, live in zip(average.parameters(), model.parameters(), strict=True):
+                        kept.lerp_(live, 1 - ema_decay)
+        devs.append(accuracy(judged, task.dev))
         print(f"  fine-tune epoch {len(devs)}: dev {devs[-1]:.4f}", flush=True)
-    return devs, accuracy(model, task.test)
+    return devs, accuracy(judged, task.test)
+
+
+def load_task() -> D.EncodedTask:
+    """The default task, split and truncated as the recipes do, with a character vocabulary."""
+    config = recipes.BASELINE
+    text = D.load_sentiment(config.data_dir, seed=config.data_seed)
+    tokenizer = build_tokenizer("char", text.texts("train"))
+    return D.encode_task(text, tokenizer, config.max_len, truncation=config.truncation)
+
+
+def small_encoder(task: D.EncodedTask, **overrides: Any) -> ModelConfig:
+    """The experiments' encoder (SHAPE) for this task; ``overrides`` replace model fields."""
+    return preset(
+        "tiny", vocab_size=task.vocab_size, num_labels=len(task.labels), max_len=recipes.BASELINE.max_len,
+        **{**SHAPE, **overrides},
+    )  # fmt: skip
+
+
+def report(results: dict[str, tuple[list[float], float]]) -> None:
+    width = max(len(name) for name in results) + 2
+    for name, (devs, test) in results.items():
+        print(f"{name:{width}s} dev {' / '.join(f'{100 * d:.1f}' for d in devs)}  test {100 * test:.2f}%")
 
 
 def main() -> None:
     mlm_epochs = int(sys.argv[1]) if len(sys.argv) > 1 else 8
     ft_epochs = int(sys.argv[2]) if len(sys.argv) > 2 else 5
     torch.set_num_threads(2)
-    config = recipes.BASELINE
-    text = D.load_sentiment(config.data_dir, seed=config.data_seed)
-    tokenizer = build_tokenizer("char", text.texts("train"))
-    task = D.encode_task(text, tokenizer, config.max_len, truncation=config.truncation)
-    model_config = preset(
-        "tiny", vocab_size=task.vocab_size, num_labels=len(task.labels), max_len=config.max_len, **SHAPE
-    )
+    task = load_task()
+    model_config = small_encoder(task)
     results = {}
     for name, pre in (("scratch", 0), (f"mlm x{mlm_epochs}", mlm_epochs)):
         print(f"== {name}", flush=True)
@@ -144,8 +173,7 @@ def main() -> None:
         if pre:
             mlm(model, task.train, pre, task.vocab_size)
         results[name] = finetune(model, task, ft_epochs)
-    for name, (devs, test) in results.items():
-        print(f"{name:10s} dev {' / '.join(f'{100 * d:.1f}' for d in devs)}  test {100 * test:.2f}%")
+    report(results)
 
 
 if __name__ == "__main__":
