@@ -1,14 +1,15 @@
 """GPU workloads that put the H200 in the states `dgxperf advise` must recognise, for recordings.
 
-    python3 scripts/h200/workloads.py MODE SECONDS
-    MODE: idle | gemm (bf16 8192^3 loop) | memory (elementwise, memory-bound) |
-          starved (a training loop whose DataLoader sleeps: input-bound) | h2d (pageable host-to-device copies)
+python3 scripts/h200/workloads.py MODE SECONDS
+MODE: idle | gemm (bf16 8192^3 loop) | memory (elementwise, memory-bound) |
+      starved (a training loop whose DataLoader sleeps: input-bound) | h2d (pageable host-to-device copies)
 """
 
 import mmap
 import os
 import sys
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -46,8 +47,9 @@ class Slow(torch.utils.data.Dataset):
 
 
 def starved(seconds: float) -> None:
-    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 64 * 64, 4096), torch.nn.GELU(),
-                                torch.nn.Linear(4096, 10)).cuda()
+    model = torch.nn.Sequential(
+        torch.nn.Flatten(), torch.nn.Linear(3 * 64 * 64, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 10)
+    ).cuda()
     opt = torch.optim.AdamW(model.parameters())
     loader = torch.utils.data.DataLoader(Slow(), batch_size=64, num_workers=2)  # too few workers, no pinning
     end = time.time() + seconds
@@ -111,13 +113,18 @@ def cpu_bound(seconds: float) -> None:
     each round of pure-Python work in a process pool as wide as the machine."""
     import multiprocessing
 
+    cores = os.cpu_count() or 1
     x = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+    model = torch.empty(4 << 30, dtype=torch.uint8, device="cuda")  # a job's weights: it holds the GPU
     end = time.time() + seconds
-    with multiprocessing.Pool(os.cpu_count() or 1) as pool:
+    with multiprocessing.Pool(cores) as pool:
+        pending = pool.map_async(_burn, range(4 * cores))
         while time.time() < end:
-            pool.map(_burn, range(2 * (os.cpu_count() or 1)))
+            pending.wait()
+            pending = pool.map_async(_burn, range(4 * cores))  # the next round queued at once: no gaps
             x @ x
             torch.cuda.synchronize()
+    del model
 
 
 def h2d_pinned(seconds: float) -> None:
@@ -145,32 +152,100 @@ def near_capacity(seconds: float) -> None:
 
 
 def iowait(seconds: float) -> None:
-    """Read a file larger than the page cache can help with, O_DIRECT, while the GPU idles
-    (`input.iowait`). Writes a 4 GiB scratch file under $TMPDIR first and removes it."""
+    """Eight threads reading a 4 GiB file with O_DIRECT (no page cache) while the GPU idles
+    (`input.iowait`). iowait is a share of all CPU time, so one blocked reader on 16 cores shows at most
+    6%: the first version of this workload read with one thread and stayed at 5.8%. The scratch file under
+    $TMPDIR is written from one random 16 MiB block, synced, and removed at the end."""
     import tempfile
+    import threading
 
     path = os.path.join(tempfile.gettempdir(), "dgxperf-iowait.bin")
-    block = 16 << 20
+    block, blocks, readers = 16 << 20, 256, 8
+    chunk = os.urandom(block)
     with open(path, "wb") as handle:
-        for _ in range(256):
-            handle.write(os.urandom(block))
+        for _ in range(blocks):
+            handle.write(chunk)
+        handle.flush()
+        os.fsync(handle.fileno())
     torch.ones(1, device="cuda")
-    buffer = bytearray(block)
     end = time.time() + seconds
-    try:
+
+    def read(first: int) -> None:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECT", 0))
-        view = memoryview(mmap_buffer(block)) if hasattr(os, "O_DIRECT") else memoryview(buffer)
+        view = memoryview(mmap_buffer(block))
+        index = first
         while time.time() < end:
-            os.lseek(fd, 0, os.SEEK_SET)
-            while os.readv(fd, [view]) > 0 and time.time() < end:
-                pass
+            os.preadv(fd, [view], (index % blocks) * block)
+            index += readers
         os.close(fd)
+
+    try:
+        threads = [threading.Thread(target=read, args=(i,)) for i in range(readers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
     finally:
         os.remove(path)
 
 
 def mmap_buffer(size: int) -> mmap.mmap:
     return mmap.mmap(-1, size)  # page-aligned, as O_DIRECT needs
+
+
+def memory_few_sms(seconds: float) -> None:
+    """Guide B's memory-bound signature, SM activity < 60% with DRAM activity > 80% (`memory_bound`): a
+    streaming kernel on only part of the SMs. A full-grid elementwise loop keeps every SM resident (the
+    `memory` recording: SM 99%, DRAM 88%), so this one runs a persistent Triton kernel on P programs, P
+    at most 57% of the SMs, with the block size that streams fastest (the calibration is printed)."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def stream(x_ptr, y_ptr, n, BLOCK: tl.constexpr, PROGRAMS: tl.constexpr):  # type: ignore[no-untyped-def]
+        pid = tl.program_id(0)
+        for start in tl.range(pid * BLOCK, n, PROGRAMS * BLOCK, num_stages=4):
+            offs = start + tl.arange(0, BLOCK)
+            mask = offs < n
+            tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 0.5 + 1.0, mask=mask)
+
+    x = torch.randn(1 << 30, device="cuda")
+    y = torch.empty_like(x)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+
+    def bandwidth(run: Callable[[], None]) -> float:
+        run()
+        torch.cuda.synchronize()
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(5):
+            run()
+        stop.record()
+        torch.cuda.synchronize()
+        return 5 * 2 * x.numel() * 4 / (start.elapsed_time(stop) / 1e3) / 1e9
+
+    def launcher(programs: int, block: int, warps: int) -> Callable[[], None]:
+        return lambda: stream[(programs,)](x, y, x.numel(), BLOCK=block, PROGRAMS=programs, num_warps=warps)
+
+    full = bandwidth(lambda: torch.add(x, 1.0, out=y))
+    # guide B's rule wants SM activity < 60%: at most 76 of the H200's 132 SMs (57%) hold a program
+    best, chosen = 0.0, (sms // 2, 4096, 8)
+    run = launcher(*chosen)
+    for programs in (sms * 11 // 20, sms * 4 // 7):
+        for block, warps in ((4096, 8), (8192, 8), (8192, 16), (16384, 16)):
+            rate = bandwidth(launcher(programs, block, warps))
+            print(
+                f"memory_few_sms: {programs} programs x {block} x {warps} warps: {rate:.0f} GB/s "
+                f"(full grid {full:.0f})"
+            )
+            if rate > best:
+                best, run, chosen = rate, launcher(programs, block, warps), (programs, block, warps)
+    print(f"memory_few_sms: running (programs, block, warps) = {chosen} at {best:.0f} GB/s")
+    end = time.time() + seconds
+    while time.time() < end:
+        for _ in range(10):
+            run()
+        torch.cuda.synchronize()
 
 
 def idle(seconds: float) -> None:
@@ -182,5 +257,6 @@ if __name__ == "__main__":
     mode, duration = sys.argv[1], float(sys.argv[2])
     modes = {"gemm": gemm, "memory": memory, "starved": starved, "h2d": h2d, "idle": idle,
              "starved_swing": starved_swing, "cpu_bound": cpu_bound, "h2d_pinned": h2d_pinned,
-             "near_capacity": near_capacity, "iowait": iowait}  # fmt: skip
+             "near_capacity": near_capacity, "iowait": iowait,
+             "memory_few_sms": memory_few_sms}  # fmt: skip
     modes[mode](duration)
