@@ -952,6 +952,12 @@ def validate(
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue the interrupted or failed run in --out.")
     ] = False,
+    report_only: Annotated[
+        bool,
+        typer.Option(
+            "--report-only", help="Only write the report again from --out's validate.json (runs nothing)."
+        ),
+    ] = False,
     json_out: JsonFlag = False,
 ) -> None:
     """Guide A §7's validation for this node: audit, ceilings, three recipes, telemetry, advice, ablation, report."""
@@ -964,6 +970,10 @@ def validate(
 
     if resume and out is None:
         usage_error("--resume needs --out DIR, the folder of the run to continue")
+    if report_only:
+        if out is None or resume:
+            usage_error("--report-only needs --out DIR (the folder of a validate run) and no --resume")
+        _validate_report_only(out, json_out)
     if data_dir is not None and not data_dir.is_dir():
         usage_error(f"--data-dir {data_dir}: no such folder")
     if preset is not None and preset not in ("tiny", "base", "large"):
@@ -1027,6 +1037,30 @@ def validate(
 
         render_validate(console, result, md, page)
     raise typer.Exit(130 if result.get("interrupted") else EXIT_OK if result["complete"] else EXIT_FAILURE)
+
+
+def _validate_report_only(out_dir: Path, json_out: bool) -> None:
+    """Render report.md / report.html again from a finished (or partial) run's validate.json: after an
+    upgrade of the report, or to recover a report deleted by hand. Nothing runs and nothing is stored."""
+    from dgxperf.report.document import write_report
+    from dgxperf.report.validate import ValidateError, load_result
+
+    try:
+        result = load_result(out_dir, "--report-only")
+    except ValidateError as exc:
+        usage_error(str(exc))
+    try:
+        md, page = write_report(result, out_dir)
+    except OSError as exc:
+        err_console.print(
+            f"error: cannot write the report in {out_dir}: {exc.strerror or exc}", highlight=False
+        )
+        raise typer.Exit(EXIT_FAILURE) from None
+    if json_out:
+        print_json({"report_md": str(md), "report_html": str(page), "complete": bool(result.get("complete"))})
+    else:
+        console.print(f"report: {page}  (Markdown: {md})", highlight=False)
+    raise typer.Exit(EXIT_OK)
 
 
 def _validate_line(result: dict[str, Any]) -> str:

@@ -177,6 +177,12 @@ def test_ctrl_c_leaves_a_partial_report_and_resume_finishes_it(tmp_path: Path) -
     data = json.loads(resumed.stdout)
     assert data["complete"] is True and data["resumed_from"] == state["started_at"]
     assert data["recipes"]["baseline"]["run_id"] == baseline_id  # kept, not trained again
+    # Time is summed over both calls, and the interrupted train phase keeps the seconds it had spent.
+    assert [c["started_at"] for c in data["calls"]] == [state["started_at"], data["started_at"]]
+    assert data["total_seconds"] == pytest.approx(state["wall_seconds"] + data["wall_seconds"], abs=0.2)
+    interrupted_train = {p["name"]: p["seconds"] for p in state["phases"]}["train"]
+    assert {p["name"]: p["seconds"] for p in data["phases"]}["train"] > interrupted_train
+    assert "in 2 calls" in (out / "report.md").read_text()
     assert set(data["recipes"]) == {"baseline", "guide", "optimized"}
     assert {p["name"]: p["state"] for p in data["phases"]}["ablation"] == "skipped"
     # Two validate runs in one store: `runs compare` puts them side by side.
@@ -222,6 +228,25 @@ def test_bad_options_are_clear_errors(tmp_path: Path, args: list[str], message: 
     result = run_validate(tmp_path, *args, timeout=60)
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_report_only_renders_again_and_refuses_bad_folders(tmp_path: Path) -> None:
+    source = ROOT / "tests" / "data" / "h200" / "validate" / "validate-large-1epoch-ablation.json"
+    (tmp_path / "validate.json").write_text(source.read_text())
+    result = run_validate(tmp_path, "--out", str(tmp_path), "--report-only", "--json", timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    paths = json.loads(result.stdout)
+    assert paths["complete"] is True
+    md = Path(paths["report_md"]).read_text()
+    assert "689.7 s in 2 calls" in md and "| optimized - bf16 |" in md
+    assert (tmp_path / "figures" / "ablation.png").read_bytes().startswith(b"\x89PNG")
+    for args, message in (
+        (["--report-only"], "--report-only needs --out DIR"),
+        (["--report-only", "--out", str(tmp_path), "--resume"], "and no --resume"),
+        (["--report-only", "--out", str(tmp_path / "nowhere")], "--report-only: cannot read"),
+    ):
+        bad = run_validate(tmp_path, *args, timeout=60)
+        assert bad.returncode == 2 and message in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
 
 
 def test_resume_of_a_folder_without_a_run_is_a_clear_error(tmp_path: Path) -> None:

@@ -17,7 +17,44 @@ from dgxperf.atomic import atomic_write
 
 Table = tuple[list[str], list[list[str]]]
 
-NOTE_RATES = "Rates over the whole last epoch, evaluation excluded (compilation falls in epoch 1)"
+NOTE_EPOCH = (
+    "Epoch time and samples/s (epoch) are those of the last epoch as a whole, data loading counted and "
+    "evaluation excluded; samples/s (steady) is the median of its logged windows after the first, the rate "
+    "a long run settles at"
+)
+
+
+def rate_basis(result: Mapping[str, Any]) -> str:
+    """Which rate the speed-ups compare: the whole last epoch when the plan ran two or more epochs (the last
+    one is free of start-up), the steady rate when it ran one, since torch.compile and warm-up then fall
+    inside the only epoch and would make a compiled recipe look slower than it runs."""
+    epochs = (result.get("plan") or {}).get("epochs")
+    return "steady" if epochs == 1 else "epoch"
+
+
+def recipe_rates(summary: Mapping[str, Any], basis: str) -> tuple[Any, Any, Any]:
+    """samples/s, real tokens/s and MFU of one recipe on ``basis`` (``epoch`` or ``steady``)."""
+    if basis == "steady" and summary.get("steady_samples_per_s"):
+        return (
+            summary["steady_samples_per_s"],
+            summary.get("steady_real_tokens_per_s"),
+            summary.get("steady_mfu"),
+        )
+    return summary.get("samples_per_s"), summary.get("real_tokens_per_s"), summary.get("mfu")
+
+
+def rates_note(result: Mapping[str, Any]) -> str:
+    basis = rate_basis(result)
+    why = (
+        "with one epoch per recipe, compilation and warm-up fall inside it"
+        if basis == "steady"
+        else "the last epoch is free of compilation and warm-up"
+    )
+    return (
+        f"{NOTE_EPOCH}. tokens/s (real, non-pad tokens), MFU and the speed-ups use the {basis} rate ({why}); "
+        "the run column is the run-store id"
+    )
+
 
 FIGURE_TITLES = {
     "throughput": "Training throughput per recipe",
@@ -38,23 +75,27 @@ def _ratio(a: Any, b: Any) -> str:
 
 def recipe_table(result: Mapping[str, Any]) -> Table:
     """Guide A §7's table for this node: one row per recipe."""
-    headers = ["recipe", "epoch time (s)", "samples/s", "tokens/s", "MFU", "peak memory (GB)", "dev acc",
-               "test acc", "vs baseline", "vs guide", "run"]  # fmt: skip
+    basis = rate_basis(result)
+    headers = ["recipe", "epoch time (s)", "samples/s (epoch)", "samples/s (steady)", "tokens/s", "MFU",
+               "peak memory (GB)", "dev acc", "test acc", f"vs baseline ({basis})", f"vs guide ({basis})",
+               "run"]  # fmt: skip
     runs = result.get("recipes") or {}
-    rate = {n: (r.get("summary") or {}).get("samples_per_s") for n, r in runs.items()}
+    rate = {n: recipe_rates(r["summary"], basis)[0] for n, r in runs.items() if "summary" in r}
     rows = []
     for name, run in runs.items():
         if "summary" not in run:
             rows.append([name, *(["failed"] + ["—"] * (len(headers) - 3)), "—"])
             continue
         s = run["summary"]
+        _, tokens, mfu = recipe_rates(s, basis)
         memory = s.get("peak_memory_bytes")
         rows.append([
             name,
             _num(s.get("epoch_seconds"), "{:,.1f}"),
             _num(s.get("samples_per_s")),
-            _num(s.get("real_tokens_per_s")),
-            _num(s.get("mfu"), "{:.1%}"),
+            _num(s.get("steady_samples_per_s")),
+            _num(tokens),
+            _num(mfu, "{:.1%}"),
             _num(memory / 1e9 if memory else None, "{:.1f}"),
             _num(s.get("dev_accuracy"), "{:.2%}"),
             _num(s.get("test_accuracy"), "{:.2%}"),
@@ -65,17 +106,32 @@ def recipe_table(result: Mapping[str, Any]) -> Table:
     return headers, rows
 
 
+def reference_spread(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Per reference recipe, how far apart its repeated ablation runs came out: (fast - slow) / fast.
+
+    Each reference runs first and last in its group; an effect smaller than this spread is within the
+    run-to-run noise at the ablation's step count and is marked so."""
+    rates: dict[str, list[float]] = {}
+    for row in rows:
+        if str(row["name"]).split(" (")[0] == row.get("recipe") and row.get("samples_per_s"):
+            rates.setdefault(str(row["recipe"]), []).append(float(row["samples_per_s"]))
+    return {recipe: (max(r) - min(r)) / max(r) for recipe, r in rates.items() if len(r) > 1}
+
+
 def ablation_table(result: Mapping[str, Any]) -> Table:
     headers = ["variant", "what changes", "samples/s", "vs reference", "MFU", "peak memory (GB)", "run"]
     rows = []
+    spread = reference_spread(result.get("ablation") or [])
     for row in result.get("ablation") or []:
         memory = row.get("peak_memory_bytes")
         effect = row.get("vs_reference")
+        noise = spread.get(str(row.get("recipe")))
+        within = effect is not None and noise is not None and abs(effect - 1) < noise
         rows.append([
             row["name"],
             row["what"],
             "failed" if row.get("error") else _num(row.get("samples_per_s")),
-            f"{100 * (effect - 1):+.1f}%" if effect else "—",
+            (f"{100 * (effect - 1):+.1f}%" + (" (within noise)" if within else "")) if effect else "—",
             _num(row.get("mfu"), "{:.1%}"),
             _num(memory / 1e9 if memory else None, "{:.1f}"),
             f"#{row['run_id']}" if row.get("run_id") is not None else "—",
@@ -94,8 +150,41 @@ def phase_table(result: Mapping[str, Any]) -> Table:
 
 def findings_table(result: Mapping[str, Any]) -> Table:
     findings = (result.get("doctor") or {}).get("findings") or []
-    rows = [[f["status"], f["id"], f["title"], str(f.get("fix") or "")] for f in findings]
+    rows = [[f["status"], f["id"], f["title"], _fix_text(f.get("fix"))] for f in findings]
     return ["status", "check", "finding", "fix"], rows
+
+
+def _fix_text(fix: Any) -> str:
+    """doctor's fix is a structured object (summary, commands, sysctl lines ...): the report shows its summary
+    and the commands, never the object's repr."""
+    if not fix:
+        return ""
+    if isinstance(fix, Mapping):
+        commands = [str(c) for c in fix.get("commands") or []]
+        return "; ".join([str(fix.get("summary") or ""), *commands]).strip("; ")
+    return str(fix)
+
+
+def ablation_note(result: Mapping[str, Any]) -> str:
+    """What the ablation's figures can and cannot say: steps per run and the references' spread."""
+    rows = result.get("ablation") or []
+    if not rows:
+        return ""
+    steps = (result.get("plan") or {}).get("ablation_steps")
+    spread = reference_spread(rows)
+    parts = [f"{recipe} {100 * value:.0f}%" for recipe, value in sorted(spread.items())]
+    text = (
+        f"Each run: {steps} optimizer steps, samples/s the median of its logged windows after the first "
+        "(which holds the first compilation); each variant against the faster run of its reference recipe, measured in "
+        "this same validate run."
+    )
+    if parts:
+        text += (
+            " The references ran first and last in their groups and came out apart by "
+            + ", ".join(parts)
+            + ": an effect smaller than that is within the noise of so short a run (marked)."
+        )
+    return text
 
 
 def advice_table(result: Mapping[str, Any]) -> Table:
@@ -145,6 +234,18 @@ def _banner(result: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _timing(result: Mapping[str, Any]) -> str:
+    """When it started and how long it took, over every call when the run was resumed."""
+    calls = result.get("calls") or []
+    if len(calls) > 1:
+        parts = " + ".join(f"{c.get('wall_seconds')}" for c in calls)
+        return (
+            f"started {calls[0].get('started_at')}, {result.get('total_seconds')} s in {len(calls)} calls "
+            f"({parts} s; the later ones with --resume)"
+        )
+    return f"started {result.get('started_at')}, {result.get('wall_seconds')} s"
+
+
 def _choices(result: Mapping[str, Any]) -> str:
     plan = result.get("plan") or {}
     samples = plan.get("train_samples")
@@ -182,14 +283,14 @@ def _md_table(table: Table) -> str:
 def render_markdown(result: Mapping[str, Any], figure_files: Mapping[str, str]) -> str:
     out = ["# dgxperf validate report", ""]
     out += [f"> **{line}**" for line in _banner(result)]
-    out += ["", f"Run {_run_ref(result)}, started {result.get('started_at')}, {result.get('wall_seconds')} s. "
-            + _choices(result), ""]  # fmt: skip
+    out += ["", f"Run {_run_ref(result)}, {_timing(result)}. " + _choices(result), ""]
     out += ["## Guide A §7's table for this node", "", _md_table(recipe_table(result))]
-    out += [f"{NOTE_RATES}; the run column is the run-store id (`dgxperf runs show ID`).", ""]
+    out += [f"{rates_note(result)} (`dgxperf runs show ID`).", ""]
     for name in ("throughput", "accuracy", "loss"):
         if name in figure_files:
             out += [f"![{FIGURE_TITLES[name]}]({figure_files[name]})", ""]
     out += ["## Ablation", "", _md_table(ablation_table(result))]
+    out += [ablation_note(result), ""] if ablation_note(result) else []
     if "ablation" in figure_files:
         out += [f"![{FIGURE_TITLES['ablation']}]({figure_files['ablation']})", ""]
     out += ["## Telemetry and advice", "", _md_table(advice_table(result))]
@@ -246,18 +347,19 @@ def render_html(result: Mapping[str, Any], figures: Mapping[str, bytes]) -> str:
              "<h1>dgxperf validate report</h1>"]  # fmt: skip
     parts += [f'<div class="banner">{html.escape(line)}</div>' for line in _banner(result)]
     parts.append(
-        f'<p class="small">Run {html.escape(_run_ref(result))}, started {html.escape(str(result.get("started_at")))}, '
-        f"{result.get('wall_seconds')} s. {html.escape(_choices(result))}</p>"
+        f'<p class="small">Run {html.escape(_run_ref(result))}, {html.escape(_timing(result))}. '
+        f"{html.escape(_choices(result))}</p>"
     )
     parts += ["<h2>Guide A §7's table for this node</h2>", _html_table(recipe_table(result), "recipes")]
     parts.append(
-        f'<p class="small">{NOTE_RATES}; the run column is the run-store id '
-        "(<code>dgxperf runs show ID</code>).</p>"
+        f'<p class="small">{html.escape(rates_note(result))} (<code>dgxperf runs show ID</code>).</p>'
     )
     for name in ("throughput", "accuracy", "loss"):
         if name in figures:
             parts.append(_html_figure(name, figures[name], FIGURE_TITLES[name]))
     parts += ["<h2>Ablation</h2>", _html_table(ablation_table(result), "ablation")]
+    if ablation_note(result):
+        parts.append(f'<p class="small">{html.escape(ablation_note(result))}</p>')
     if "ablation" in figures:
         parts.append(_html_figure("ablation", figures["ablation"], FIGURE_TITLES["ablation"]))
     parts += ["<h2>Telemetry and advice</h2>", _html_table(advice_table(result), "advice")]
@@ -307,7 +409,9 @@ def _columns(table: Table, keep: Sequence[str]) -> Table:
 
 def tables_for_terminal(result: Mapping[str, Any]) -> Sequence[tuple[str, Table]]:
     """The report's two main tables with the columns that fit a terminal; the report has them all."""
-    recipes = _columns(recipe_table(result), ["recipe", "epoch time (s)", "samples/s", "MFU", "peak memory (GB)",
-                                              "test acc", "vs guide", "run"])  # fmt: skip
+    basis = rate_basis(result)
+    keep = ["recipe", "epoch time (s)", f"samples/s ({basis})", "MFU", "peak memory (GB)", "test acc",
+            f"vs guide ({basis})", "run"]  # fmt: skip
+    recipes = _columns(recipe_table(result), keep)
     ablation = _columns(ablation_table(result), ["variant", "samples/s", "vs reference", "run"])
     return (("guide A §7's table for this node", recipes), ("ablation", ablation))

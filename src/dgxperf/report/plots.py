@@ -43,12 +43,15 @@ def throughput(result: Mapping[str, Any]) -> bytes | None:
     if not runs:
         return None
     fig, ax = _figure(6.0, 2.8)
+    from dgxperf.report.document import rate_basis, recipe_rates
+
+    basis = rate_basis(result)
     names = list(runs)
-    rates = [runs[n]["summary"].get("samples_per_s") or 0 for n in names]
+    rates = [recipe_rates(runs[n]["summary"], basis)[0] or 0 for n in names]
     bars = ax.barh(names, rates, color=[COLORS.get(n, "#444") for n in names])
     for bar, rate in zip(bars, rates, strict=True):
         ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, f" {rate:,.0f}", va="center")
-    ax.set_xlabel("training samples/s over the last epoch")
+    ax.set_xlabel("training samples/s, " + ("steady state" if basis == "steady" else "over the last epoch"))
     ax.invert_yaxis()
     ax.margins(x=0.15)
     return _png(fig)
@@ -122,12 +125,23 @@ def ablation(result: Mapping[str, Any]) -> bytes | None:
     rows = [r for r in result.get("ablation", []) if r.get("vs_reference")]
     if not rows:
         return None
+    from dgxperf.report.document import reference_spread
+
+    spread = reference_spread(result.get("ablation", []))
     fig, ax = _figure(7.0, 0.35 * len(rows) + 1.0)
     names = [r["name"] for r in rows]
     effects = [100 * (r["vs_reference"] - 1) for r in rows]
-    ax.barh(names, effects, color=["#2ca02c" if e >= 0 else "#d62728" for e in effects])
+    noise = [100 * spread.get(str(r.get("recipe")), 0.0) for r in rows]
+    colors = [
+        "#aaaaaa" if abs(e) < n else "#2ca02c" if e >= 0 else "#d62728"
+        for e, n in zip(effects, noise, strict=True)
+    ]
+    ax.barh(names, effects, color=colors)
     ax.axvline(0, color="black", linewidth=0.8)
-    ax.set_xlabel("throughput change vs its reference recipe (%)")
+    ax.set_xlabel(
+        "throughput change vs its reference recipe (%)"
+        + ("; grey: within the spread of the reference's two runs" if any(noise) else "")
+    )
     ax.invert_yaxis()
     ax.grid(alpha=0.3, axis="x")
     return _png(fig)

@@ -236,6 +236,8 @@ class Runner:
         }
         self.interrupted = False
         self.resumed_from: str | None = None
+        self.earlier_calls: list[dict[str, Any]] = []  # a resumed run's earlier calls: when, how long
+        self.carried_seconds: dict[str, float] = {}  # time already spent in phases that did not finish
         self._children: list[subprocess.Popen[str]] = []
         (out_dir / "logs").mkdir(parents=True, exist_ok=True)
 
@@ -243,22 +245,21 @@ class Runner:
     def resume(cls, out_dir: Path, *, progress: Progress | None = None) -> Runner:
         """Continue the validate run in ``out_dir``: phases that ended ok (or were skipped) keep their
         results; the train and ablation phases keep each run that finished and redo only the others."""
-        path = out_dir / "validate.json"
-        try:
-            state = json.loads(path.read_text())
-        except OSError as exc:
-            raise ValidateError(f"--resume: cannot read {path}: {exc.strerror or exc}") from None
-        except json.JSONDecodeError as exc:
-            raise ValidateError(f"--resume: {path} is not valid JSON ({exc})") from None
-        if not isinstance(state, dict) or state.get("schema") != VALIDATE_SCHEMA:
-            raise ValidateError(f"--resume: {path} is not a {VALIDATE_SCHEMA} result")
+        state = load_result(out_dir, "--resume")
         runner = cls(ValidatePlan.from_json(state["plan"]), out_dir, progress=progress)
         runner.resumed_from = state.get("started_at")
+        runner.earlier_calls = list(state.get("calls") or []) or [
+            {"started_at": state.get("started_at"), "wall_seconds": state.get("wall_seconds")}
+        ]
         for phase in state.get("phases", []):
-            if phase.get("name") in runner.phases and phase.get("state") in ("ok", "skipped"):
+            if phase.get("name") not in runner.phases:
+                continue
+            if phase.get("state") in ("ok", "skipped"):
                 runner.phases[phase["name"]] = PhaseRecord(
                     phase["name"], phase["state"], phase.get("seconds"), phase.get("note"), phase.get("error")
                 )
+            elif phase.get("seconds"):
+                runner.carried_seconds[phase["name"]] = float(phase["seconds"])
         for key in runner.data:
             if state.get(key) is not None:
                 runner.data[key] = state[key]
@@ -302,7 +303,7 @@ class Runner:
         record.state = "running"
         self.progress(f"{name}: starting")
         self.save()
-        began = time.perf_counter()
+        began = time.perf_counter() - self.carried_seconds.get(name, 0.0)
         try:
             record.note = work()
             record.state = "ok"
@@ -524,11 +525,15 @@ class Runner:
         )
 
     def result(self) -> dict[str, Any]:
+        wall = round(time.perf_counter() - self.started, 1)
+        calls = [*self.earlier_calls, {"started_at": self.started_at, "wall_seconds": wall}]
         return {
             "schema": VALIDATE_SCHEMA,
             "tool_version": __version__,
             "started_at": self.started_at,
-            "wall_seconds": round(time.perf_counter() - self.started, 1),
+            "wall_seconds": wall,
+            "calls": calls,
+            "total_seconds": round(sum(float(c.get("wall_seconds") or 0) for c in calls), 1),
             "plan": self.plan.to_json(),
             "phases": [self.phases[name].to_json() | {"what": what} for name, what in PHASES],
             "complete": self.complete,
@@ -540,6 +545,20 @@ class Runner:
     def save(self) -> None:
         with atomic_write(self.out_dir / "validate.json") as handle:
             handle.write(json.dumps(self.result(), indent=1, default=str).encode())
+
+
+def load_result(out_dir: Path, option: str) -> dict[str, Any]:
+    """The ``validate.json`` of an earlier run in ``out_dir``, checked; ``option`` names the flag in errors."""
+    path = out_dir / "validate.json"
+    try:
+        state = json.loads(path.read_text())
+    except OSError as exc:
+        raise ValidateError(f"{option}: cannot read {path}: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ValidateError(f"{option}: {path} is not valid JSON ({exc})") from None
+    if not isinstance(state, dict) or state.get("schema") != VALIDATE_SCHEMA:
+        raise ValidateError(f"{option}: {path} is not a {VALIDATE_SCHEMA} result")
+    return state
 
 
 class PhaseError(Exception):
