@@ -429,7 +429,10 @@ class Runner:
             if variant.name in done:
                 continue
             self.progress(f"ablation {number}/{len(variants)}: {variant.name}")
-            fields = {**variant.fields, "max_steps": str(steps), "log_every": str(max(1, steps // 8))}
+            # warm_shapes: each shape's one-time work (recompiles, kernel selection) before the timed steps,
+            # so it cannot land in a few of a short run's windows (train/warmup.py)
+            fields = {**variant.fields, "max_steps": str(steps), "log_every": str(max(1, steps // 8)),
+                      "warm_shapes": "true"}  # fmt: skip
             out = self.out_dir / "ablation" / _slug(variant.name)
             row: dict[str, Any] = {"name": variant.name, "recipe": variant.recipe, "what": variant.what,
                                    "fields": dict(variant.fields)}  # fmt: skip

@@ -23,6 +23,7 @@ from dgxperf.train import checkpoint, parallel
 from dgxperf.train.flops import flops_for_batch
 from dgxperf.train.metrics import ThroughputMeter, scores
 from dgxperf.train.recipes import TrainConfig
+from dgxperf.train.warmup import warm_shapes
 
 TRAIN_SCHEMA = "dgxperf.train/1"
 SYNTHETIC_VOCAB = 21128  # bert-base-chinese's vocabulary: the shapes of ANCHORS.md
@@ -380,6 +381,9 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
     peak = peak_tflops(spec, "bf16") if spec else None
     log = _MetricsLog(options.out_dir / "metrics.jsonl", context.is_main)
     model.train()
+    warmed = (
+        warm_shapes(model, config, context, lambda: autocast(config, context)) if config.warm_shapes else None
+    )
 
     def save_checkpoint() -> None:
         model_state, optimizer_state = parallel.full_state(core, optimizer, sharded=sharded)
@@ -582,6 +586,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
         "dataloader_workers": effective_workers(config, context),
         "lr": lr,
         "steps": step,
+        "shape_warmup": warmed,
         "epochs": history,
         "test": test,
         "summary": {

@@ -106,6 +106,7 @@ class TrainConfig:
     compile_scope: str = "blocks"
     compile_mode: str | None = None
     activation_checkpointing: bool = False
+    warm_shapes: bool = False  # one pass per batch shape before the clock starts (train/warmup.py)
     memory_fraction: float | None = None
     # -- reliability and output
     seed: int = 42
