@@ -18,8 +18,10 @@ Honest observations these tests pin down (they are behaviour, not accidents):
 - Guide B's memory-bound rule (SM < 60 % and DRAM > 80 %) does NOT fire on the H200's device-copy loop,
   the most memory-bound loop there is: SM active reads 99.4 % there. dgxperf's ``bandwidth.dram_bound``
   (DRAM > 80 % with tensor < 10 % while busy) does.
-- Guide B's PCIe rule (RX > 90 % of the link's peak) does NOT fire on the H200's best pinned H2D copy:
-  55.3 GB/s is 87.8 % of Gen5 x16's nominal 63.0 GB/s. dgxperf's ``bandwidth.pcie_rx_ceiling`` (80 %) does.
+- Guide B's PCIe rule (RX > 90 % of the link's peak) does NOT fire at the H200's best pinned H2D payload
+  rate, 55.3 GB/s (87.8 % of Gen5 x16's 63.0 GB/s, as bench timed it); dgxperf's
+  ``bandwidth.pcie_rx_ceiling`` (80 %) does. (GPM's own RX counter reads 94 % during such copies, and
+  guide B's rule fires on that real recording: tests/advise/test_real_recordings.py.)
 """
 
 from __future__ import annotations

@@ -1,34 +1,65 @@
-"""Shape warm-up (train/warmup.py): every batch shape once before the clock, and the training unchanged."""
+"""Shape warm-up (train/warmup.py): every batch shape of the run once before the clock, training unchanged."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import numpy as np
+
 from dgxperf.train import recipes
-from dgxperf.train.warmup import batch_lengths
+from dgxperf.train.data import BucketBatchSampler, FixedBatchSampler
+from dgxperf.train.warmup import run_shapes
 from tests.train.test_loop import config, records, run
 
 
-def test_batch_lengths_follow_the_padding() -> None:
-    assert batch_lengths(recipes.build_config("guide", overrides={"max_len": "128"})) == [128]
-    dynamic = recipes.build_config("optimized", overrides={"max_len": "128", "pad_multiple": "8"})
-    assert batch_lengths(dynamic) == list(range(8, 129, 8))
-    odd = recipes.build_config("optimized", overrides={"max_len": "20", "pad_multiple": "8"})
-    assert batch_lengths(odd) == [8, 16, 20]  # rounded up, never past max_len
+def test_run_shapes_are_read_from_the_sampler() -> None:
+    """The case that made the shapes come from the sampler: a bucket's remainder is a smaller batch."""
+    lengths = np.array([10] * 5 + [30] * 4 + [128] * 3)  # 12 texts
+    dynamic = recipes.build_config(
+        "optimized", overrides={"max_len": "128", "pad_multiple": "8", "batch_size": "4"}
+    )
+    bucketed = BucketBatchSampler(lengths, 4, seed=1)
+    shapes = run_shapes(bucketed, lengths, dynamic, range(1))
+    # sorted by length within the chunk: [128 128 128 30] [30 30 30 10] [10 10 10 10], padded to x8
+    assert shapes == [(4, 16, False), (4, 32, False), (4, 128, False)]
+    remainder = BucketBatchSampler(np.array([10] * 5 + [30] * 2), 4, seed=1, even=False)
+    assert {s[0] for s in run_shapes(remainder, np.array([10] * 5 + [30] * 2), dynamic, range(1))} == {3, 4}
+    padded = recipes.build_config("guide", overrides={"max_len": "128", "batch_size": "5"})
+    fixed = run_shapes(FixedBatchSampler(12, 5, even=False), lengths, padded, range(3))
+    assert {size for size, _, _ in fixed} == {5, 2} and {length for _, length, _ in fixed} == {128}
 
 
 def test_warm_up_leaves_the_training_exactly_as_it_was(tmp_path: Path) -> None:
     """Same seed with and without the warm-up: identical losses at every logged step and identical test
-    accuracy (its passes use constant inputs, drop their gradients and put every RNG back)."""
-    cfg = dict(epochs="1", compile="false", num_workers="0", bucketing="true", padding="dynamic", dropout="0.1")
+    figures (its passes use constant inputs, drop their gradients and put every RNG back); and the shapes
+    it warmed are exactly those the epoch's batches had."""
+    cfg = dict(
+        epochs="1", compile="false", num_workers="0", bucketing="true", padding="dynamic", dropout="0.1"
+    )
     plain = run(config("optimized", **cfg), tmp_path / "plain", checkpoints=False)
     warmed = run(config("optimized", **cfg, warm_shapes="true"), tmp_path / "warm", checkpoints=False)
-    assert plain["shape_warmup"] is None
-    # 16 lengths (8..128), each padded and full
-    assert warmed["shape_warmup"]["shapes"] == 32 and warmed["shape_warmup"]["seconds"] > 0
+    assert plain["shape_warmup"] is None and warmed["shape_warmup"]["seconds"] > 0
     losses = [[s["loss"] for s in records(tmp_path / name, "step")] for name in ("plain", "warm")]
     assert len(losses[0]) >= 3 and losses[0] == losses[1]
     assert plain["test"] == warmed["test"]
     saved = json.loads((tmp_path / "warm" / "result.json").read_text())
     assert saved["config"]["warm_shapes"] is True
+    shapes = {tuple(s) for s in warmed["shape_warmup"]["shapes"]}
+    assert len(shapes) >= 4 and all(size <= 32 for size, _, _ in shapes)
+
+
+def test_two_ranks_warm_the_union_of_their_shapes_under_ddp(tmp_path: Path) -> None:
+    """Under DDP each warm-up backward all-reduces, so both ranks must warm the same shapes in the same
+    order: the union of what each rank's batches have. A mismatch would hang; this run must finish."""
+    from tests.train.test_loop import cli, overrides
+
+    out = tmp_path / "ddp"
+    result = cli("train", "--recipe", "optimized", "--device", "cpu", "--gpus", "2", "--epochs", "1", "--out",
+                 str(out), "--json", *overrides(num_workers="0", compile="false", warm_shapes="true",
+                                                 no_sync="false"), home=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    data = json.loads(result.stdout)
+    assert data["world"]["world_size"] == 2
+    shapes = [tuple(s) for s in data["shape_warmup"]["shapes"]]
+    assert shapes == sorted(set(shapes)) and len(shapes) >= 4

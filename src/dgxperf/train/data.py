@@ -1036,7 +1036,8 @@ class _BatchSampler:
     def _global_batches(self, epoch: int) -> list[IntArray]:
         raise NotImplementedError
 
-    def _rank_batches(self, epoch: int) -> list[IntArray]:
+    def rank_batches(self, epoch: int) -> list[IntArray]:
+        """This rank's batches (index arrays) of ``epoch``, in order; a pure function of the epoch."""
         batches = self._global_batches(epoch)
         w = self.world_size
         if self.even:
@@ -1051,7 +1052,7 @@ class _BatchSampler:
     def __iter__(self) -> Iterator[list[int]]:
         start, self._start = self._start, 0
         self._yielded = start
-        for batch in self._rank_batches(self._epoch)[start:]:
+        for batch in self.rank_batches(self._epoch)[start:]:
             self._yielded += 1
             yield batch.tolist()
 

@@ -23,7 +23,7 @@ from dgxperf.train import checkpoint, parallel
 from dgxperf.train.flops import flops_for_batch
 from dgxperf.train.metrics import ThroughputMeter, scores
 from dgxperf.train.recipes import TrainConfig
-from dgxperf.train.warmup import warm_shapes
+from dgxperf.train.warmup import run_shapes, union_across_ranks, warm_shapes
 
 TRAIN_SCHEMA = "dgxperf.train/1"
 SYNTHETIC_VOCAB = 21128  # bert-base-chinese's vocabulary: the shapes of ANCHORS.md
@@ -381,9 +381,12 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
     peak = peak_tflops(spec, "bf16") if spec else None
     log = _MetricsLog(options.out_dir / "metrics.jsonl", context.is_main)
     model.train()
-    warmed = (
-        warm_shapes(model, config, context, lambda: autocast(config, context)) if config.warm_shapes else None
-    )
+    warmed = None
+    if config.warm_shapes:
+        shapes = run_shapes(sampler, task.train.lengths, config, range(epoch, config.epochs))
+        warmed = warm_shapes(
+            model, union_across_ranks(shapes, context), context, lambda: autocast(config, context)
+        )
 
     def save_checkpoint() -> None:
         model_state, optimizer_state = parallel.full_state(core, optimizer, sharded=sharded)

@@ -1,62 +1,77 @@
-"""Shape warm-up: one forward and backward pass for every batch shape training can meet, before the clock.
+"""Shape warm-up: one forward and backward pass for every batch shape the run will meet, before the clock.
 
-With dynamic padding a batch is padded to its longest text rounded up to ``pad_multiple``, so an epoch meets
-up to ``max_len / pad_multiple`` sequence lengths, each with and without padding (a full batch takes no
-attention mask: another graph). The first batch of each shape pays one-time work — a torch.compile
-recompile, per-shape kernel selection — at a random point of the run. Over an epoch that is amortised; in
-a short timed run (validate's ablation: 40 steps) it lands in some of the few windows and can make a
-variant look 20-40% faster or slower than it runs (H200, 2026-12-03: docs/benchmarks/
-2026-12-03-h200-validate-ablation/). ``warm_shapes=true`` pays it up front instead.
+With dynamic padding a batch is padded to its longest text rounded up to ``pad_multiple``; a full batch
+(no padding) takes no attention mask, which is another graph; and a bucket's remainder is a smaller batch.
+The first batch of each new shape pays one-time work — a torch.compile recompile, per-shape kernel
+selection — at some point of the run. Over an epoch that is amortised; in a short timed run (validate's
+ablation: 40 steps) it lands in a few of the windows. On the H200 (2026-12-03) a 67-sample remainder batch
+at step 33 of the optimized recipe cost 6.6 s in one 5-step window whose others took 0.3 s, after every
+sequence length had been warmed: the shapes are therefore read from the sampler, not guessed.
+``warm_shapes=true`` pays that work up front instead.
 
 Training itself is unchanged: the passes use constant inputs, their gradients are dropped, no optimizer
 step is taken, and every random generator is put back, so the run's losses equal those of a run without
-the warm-up (tested on the CPU).
+the warm-up (tested on the CPU). Under DDP every rank warms the union of all ranks' shapes in the same
+order, since each backward pass all-reduces.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
+
+import numpy as np
 
 from dgxperf.train import checkpoint
 from dgxperf.train.data import padded_length
 from dgxperf.train.recipes import TrainConfig
 from dgxperf.train.tokenizer import CLS_ID
 
-
-def batch_lengths(config: TrainConfig) -> list[int]:
-    """Every length a training batch can be padded to under ``config``, shortest first."""
-    if config.padding == "max":
-        return [config.max_len]
-    return sorted(
-        {padded_length(n, None, config.pad_multiple, config.max_len) for n in range(1, config.max_len + 1)}
-    )
+Shape = tuple[int, int, bool]  # batch size, padded length, full (no padding: no attention mask)
 
 
-def warm_shapes(model: Any, config: TrainConfig, context: Any, autocast: Callable[[], Any]) -> dict[str, Any]:
-    """Run each (length, padded or full) shape through ``model`` once, forward and backward, at the
-    per-rank micro-batch size; leave no gradient and every random generator as it was."""
+def run_shapes(sampler: Any, lengths: np.ndarray, config: TrainConfig, epochs: Iterable[int]) -> list[Shape]:
+    """Every (batch size, padded length, full) a training batch of ``sampler`` has in ``epochs``."""
+    pad_to = config.max_len if config.padding == "max" else None
+    shapes: set[Shape] = set()
+    for epoch in epochs:
+        for batch in sampler.rank_batches(epoch):
+            sizes = lengths[batch]
+            length = padded_length(int(sizes.max()), pad_to, config.pad_multiple, config.max_len)
+            shapes.add((len(batch), length, bool((sizes == length).all())))
+    return sorted(shapes)
+
+
+def union_across_ranks(shapes: list[Shape], context: Any) -> list[Shape]:
+    if not context.distributed:
+        return shapes
+    import torch.distributed as dist
+
+    gathered: list[Any] = [None] * context.world_size
+    dist.all_gather_object(gathered, shapes)
+    return sorted({tuple(shape) for rank_shapes in gathered for shape in rank_shapes})  # type: ignore[misc]
+
+
+def warm_shapes(model: Any, shapes: list[Shape], context: Any, autocast: Callable[[], Any]) -> dict[str, Any]:
+    """Run each shape through ``model`` once, forward and backward; leave no gradient and every random
+    generator as it was."""
     import torch
 
     rng = checkpoint.rng_state()
     began = time.perf_counter()
-    shapes = 0
-    labels = torch.zeros(config.batch_size, dtype=torch.long, device=context.device)
-    for length in batch_lengths(config):
-        ids = torch.full((config.batch_size, length), CLS_ID, dtype=torch.long, device=context.device)
-        masks: list[Any] = [None]
-        if length > 1:  # a padded batch: the last position of each row is padding
-            padded = torch.ones(config.batch_size, length, dtype=torch.bool, device=context.device)
-            padded[:, -1] = False
-            masks.append(padded)
-        for mask in masks:
-            with autocast():
-                logits = model(ids, mask)
-            torch.nn.functional.cross_entropy(logits.float(), labels).backward()
-            shapes += 1
+    for batch, length, full in shapes:
+        ids = torch.full((batch, length), CLS_ID, dtype=torch.long, device=context.device)
+        mask = None
+        if not full:  # the last position of each row is padding
+            mask = torch.ones(batch, length, dtype=torch.bool, device=context.device)
+            mask[:, -1] = False
+        with autocast():
+            logits = model(ids, mask)
+        labels = torch.zeros(batch, dtype=torch.long, device=context.device)
+        torch.nn.functional.cross_entropy(logits.float(), labels).backward()
     for param in model.parameters():
         param.grad = None
     context.sync()
     checkpoint.set_rng_state(rng)
-    return {"shapes": shapes, "seconds": round(time.perf_counter() - began, 3)}
+    return {"shapes": [list(s) for s in shapes], "seconds": round(time.perf_counter() - began, 3)}

@@ -13,12 +13,13 @@ Both miss real cases on the H200, measured, so dgxperf adds one rule beside each
   active while any warp is resident, and a streaming kernel keeps warps resident waiting on memory.
   :class:`DramBound` fires on what that loop does show: DRAM above 80 % of its peak while the tensor
   pipes are idle, over the ticks the GPU is busy.
-- The PCIe link never reaches 90 % of its nominal peak: the H200's best pinned host-to-device copy ran
-  55.3 GB/s, 87.8 % of Gen5 x16's 63.0 GB/s (``tests/data/h200/bench/bench-pcie.json``); packet
-  headers and link-layer traffic take the rest. Measured against the nominal peak, guide B's rule stays
-  silent on a saturated link of this machine; it fires only with the measured-maximum fallback (no known
-  peak) or on a platform whose copies run above 90 % of nominal. :class:`PcieRxNearCeiling` fires at
-  80 % of the nominal peak (91 % of that measured plateau).
+- Whether a saturated PCIe link passes 90 % depends on what measures it. The H200's best pinned
+  host-to-device copy, timed by ``bench pcie``, ran 55.3 GB/s, 87.8 % of Gen5 x16's 63.0 GB/s
+  (``tests/data/h200/bench/bench-pcie.json``; packet headers and link-layer traffic take the rest), while
+  GPM's RX counter during such copies read 59.1-59.4 GB/s, 94 % (``tests/data/h200/monitor/
+  h2d-pinned.jsonl``, NVML's unit MiB/s), so guide B's rule does fire on that recording's busy part. On a
+  link whose counter reads nearer the payload rate it would stay silent; :class:`PcieRxNearCeiling` fires
+  at 80 % of the nominal peak for that case.
 
 Each dgxperf rule is suppressed when the guide's rule fires on the same GPUs and range (same diagnosis).
 """
@@ -277,9 +278,9 @@ class PcieRxSaturated(Rule[PcieRxThresholds]):
     """Guide B §4.1, verbatim: PCIe RX > 90 % -> receive bandwidth saturated, consider GPUDirect RDMA.
 
     The peak is the link's nominal one (:func:`link_peak`); with none known, the measured maximum of the
-    window (reported as such, severity info). On the H200 the best pinned H2D copy reached 87.8 % of the
-    nominal peak, so with a known peak this rule does not fire even on a saturated link there: see
-    :class:`PcieRxNearCeiling`.
+    window (reported as such, severity info). On the H200, GPM's RX counter read 94 % of the nominal peak
+    during pinned H2D copies (the copies' own payload rate: 87.8 %), so it fires there on the copies' busy
+    ticks; :class:`PcieRxNearCeiling` (80 %) covers counters that read nearer the payload rate.
     """
 
     id = "bandwidth.pcie_rx"
