@@ -779,6 +779,10 @@ def monitor(
     speed: Annotated[
         float, typer.Option("--speed", min=0, help="Replay speed (1 = original, 0 = at once).")
     ] = 1.0,
+    json_out: Annotated[
+        bool,
+        typer.Option("--json", help="JSON Lines on stdout: the recording's header, then a sample a line."),
+    ] = False,
 ) -> None:
     """Live GPU and host telemetry, like `nvidia-smi dmon` with SM, tensor and DRAM activity (GPM)."""
     from dgxperf.monitor.sources import RecordingError
@@ -787,10 +791,12 @@ def monitor(
     if record is not None and not record.parent.is_dir():
         usage_error(f"cannot record to {record}: folder {record.parent} does not exist")
     source = _open_source(replay, interval=interval, speed=speed, loop=False)
-    view_console = Console(quiet=True) if quiet else console
+    # with --json, stdout carries only JSON: warnings and the recording's summary go to stderr
+    view_console = Console(quiet=True) if quiet else err_console if json_out else console
     try:
         with source:
-            count = run_monitor(source, once=once, duration_s=duration, record=record, console=view_console)
+            count = run_monitor(source, once=once, duration_s=duration, record=record, console=view_console,
+                                json_stream=sys.stdout if json_out else None)  # fmt: skip
     except RecordingError as exc:
         usage_error(str(exc))
     if quiet:
@@ -805,6 +811,9 @@ def exporter(
     train_metrics: Annotated[
         Path | None, typer.Option("--train-metrics", help="A `dgxperf train` metrics.jsonl to export too.")
     ] = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Once serving, print where and what as a JSON object on stdout.")
+    ] = False,
 ) -> None:
     """Prometheus exporter with dcgm-exporter's metric names and labels, plus dgxperf_* extras."""
     from dgxperf.monitor.exporter import run_exporter
@@ -817,7 +826,18 @@ def exporter(
         # A recording is served in a loop at the exporter's own pace, so dashboards see a live stream.
         return RecordedSource(replay, speed=0.0, loop=True) if replay is not None else LiveSource(interval)
 
-    raise typer.Exit(run_exporter(factory, listen, interval, train_metrics, err_console))
+    def ready(exporter: Any) -> None:
+        header = exporter.sampler.header
+        print_json({
+            "url": exporter.url, "hostname": header.hostname, "source": header.source, "interval_s": interval,
+            "gpus": [g.name for g in header.gpus], "nvml_available": exporter.sampler.nvml_available,
+        })  # fmt: skip
+        sys.stdout.flush()
+
+    code = run_exporter(
+        factory, listen, interval, train_metrics, err_console, on_ready=ready if json_out else None
+    )
+    raise typer.Exit(code)
 
 
 @app.command()
@@ -1164,15 +1184,34 @@ def runs_compare(
 # -- schema -------------------------------------------------------------------------------------------------
 
 
+SCHEMA_FILES = {
+    "doctor": "doctor.v1.json",
+    "snapshot": "snapshot.v1.json",
+    "run": "run.v1.json",
+    "bench": "bench.v1.json",
+    "train": "train.v1.json",
+    "advice": "advice.v1.json",
+    "validate": "validate.v1.json",
+    "plan-memory": "plan-memory.v1.json",
+    "plan-mig": "plan-mig.v1.json",
+}
+
+
 @app.command()
-def schema(name: Annotated[str, typer.Argument(help="Result type: doctor, snapshot, run.")]) -> None:
+def schema(
+    name: Annotated[
+        str,
+        typer.Argument(
+            help="Result type: doctor, snapshot, run, bench, train, advice, validate, plan-memory, plan-mig."
+        ),
+    ],
+) -> None:
     """Print the JSON Schema of a result type (what --json prints)."""
     from importlib import resources
 
-    files = {"doctor": "doctor.v1.json", "snapshot": "snapshot.v1.json", "run": "run.v1.json"}
-    if name not in files:
-        usage_error(f"unknown schema {name!r}; choose from {', '.join(files)}")
-    sys.stdout.write(resources.files("dgxperf.schemas").joinpath(files[name]).read_text())
+    if name not in SCHEMA_FILES:
+        usage_error(f"unknown schema {name!r}; choose from {', '.join(SCHEMA_FILES)}")
+    sys.stdout.write(resources.files("dgxperf.schemas").joinpath(SCHEMA_FILES[name]).read_text())
 
 
 def main() -> None:

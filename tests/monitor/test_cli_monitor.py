@@ -23,6 +23,48 @@ def test_monitor_replays_a_recording_and_records_it_again(tmp_path: Path) -> Non
     assert json.loads(lines[0])["schema"] == "dgxperf.recording/1" and len(lines) >= 5
 
 
+def test_monitor_json_is_the_recording_format_on_stdout(tmp_path: Path) -> None:
+    result = dgxperf(
+        "monitor", "--replay", str(FIXTURE), "--speed", "0", "--duration", "3", "--json", home=tmp_path
+    )
+    no_traceback(result)
+    assert result.returncode == 0
+    lines = [json.loads(line) for line in result.stdout.splitlines()]  # every line JSON: no view mixed in
+    assert lines[0]["schema"] == "dgxperf.recording/1" and lines[0]["gpus"][0]["name"] == "NVIDIA H200"
+    assert len(lines) >= 4 and all("t" in sample and sample["gpus"] for sample in lines[1:])
+    once = dgxperf("monitor", "--once", "--interval", "0.2", "--json", home=tmp_path)  # live, no GPU here
+    assert once.returncode == 0
+    header, sample = (json.loads(line) for line in once.stdout.splitlines())
+    assert header["schema"] == "dgxperf.recording/1" and "cpu_util_pct" in sample["host"]
+
+
+def test_exporter_json_says_where_it_serves(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dgxperf", "exporter", "--listen", "127.0.0.1:0", "--replay", str(FIXTURE), "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        text = ""
+        while not text.rstrip().endswith("}"):
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read() if proc.stderr else "exporter ended"
+            text += line
+        ready = json.loads(text)
+        assert ready["gpus"] == ["NVIDIA H200"] and ready["nvml_available"] is True
+        with urllib.request.urlopen(ready["url"], timeout=10) as response:
+            assert "DCGM_FI_DEV_GPU_UTIL" in response.read().decode()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=20)
+    assert proc.returncode == 0
+
+
 def test_monitor_live_once_without_gpu_shows_the_host(tmp_path: Path) -> None:
     result = dgxperf("monitor", "--once", "--interval", "0.2", home=tmp_path)
     no_traceback(result)

@@ -48,6 +48,18 @@ def _dumps(data: dict[str, Any]) -> str:
         return json.dumps(_finite(data), separators=(",", ":"), allow_nan=False)
 
 
+def json_lines(stream: IO[str], header: Header) -> Any:
+    """``monitor --json``: the recording format (header line, then a sample a line) on ``stream``, each
+    line flushed, so ``dgxperf monitor --json | jq`` or a pipe into another program sees every tick."""
+
+    def line(data: dict[str, Any]) -> None:
+        stream.write(_dumps(data) + "\n")
+        stream.flush()
+
+    line(header.to_json())
+    return lambda sample: line(sample.to_json())
+
+
 class Recorder:
     """Writes ``header`` and then every :meth:`write` sample to ``path`` (replacing an existing file).
 

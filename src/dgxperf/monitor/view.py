@@ -21,13 +21,13 @@ import statistics
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from dgxperf.monitor.recorder import Recorder
+from dgxperf.monitor.recorder import Recorder, json_lines
 from dgxperf.monitor.sources import Source
 from dgxperf.samples import GpuSample, Header, Sample
 
@@ -215,8 +215,11 @@ def run_monitor(
     duration_s: float | None = None,
     record: Path | None = None,
     console: Console,
+    json_stream: IO[str] | None = None,
 ) -> int:
     """The `dgxperf monitor` loop. Returns the number of samples shown (and recorded).
+
+    With ``json_stream`` every sample goes there as JSON Lines in the recording format instead of the view.
 
     The caller owns ``source`` (and closes it); the recording, if any, is always closed here, also on
     Ctrl-C (which ends the loop cleanly) and on errors. Warnings the source gathered (skipped lines of a
@@ -226,6 +229,7 @@ def run_monitor(
     if duration_s is not None and not duration_s > 0:
         raise ValueError(f"duration must be > 0 s, got {duration_s}")
     recorder = Recorder(record, source.header) if record is not None else None
+    emit = json_lines(json_stream, source.header) if json_stream is not None else None
     count = 0
     interval = source.header.interval_s
     try:
@@ -235,13 +239,16 @@ def run_monitor(
                 if recorder is not None:
                     recorder.write(sample)
                 count = 1
-                console.print(render(source.header, sample))
+                if emit is not None:
+                    emit(sample)
+                else:
+                    console.print(render(source.header, sample))
         else:
             # On a terminal, one frame redrawn in place each tick; piped into a file or `tee`, Live would
             # keep only the last frame, so every tick is printed instead (as nvidia-smi dmon does).
             live = (
                 Live(console=console, auto_refresh=False, redirect_stdout=False)
-                if console.is_terminal
+                if console.is_terminal and emit is None
                 else None
             )
             first: Sample | None = None
@@ -253,11 +260,12 @@ def run_monitor(
                     if recorder is not None:
                         recorder.write(sample)
                     count += 1
-                    view = render(source.header, sample, previous)
-                    if live is not None:
-                        live.update(view, refresh=True)
+                    if emit is not None:
+                        emit(sample)
+                    elif live is not None:
+                        live.update(render(source.header, sample, previous), refresh=True)
                     else:
-                        console.print(view)
+                        console.print(render(source.header, sample, previous))
                     first = first or sample
                     previous = sample
                     if duration_s is not None and _duration_reached(sample, first, interval, duration_s):
