@@ -41,6 +41,7 @@ def test_baseline_learns_and_reports(tmp_path: Path) -> None:
     result = run(config("baseline", epochs="3"), tmp_path / "run")
     steps = records(tmp_path / "run", "step")
     assert steps[0]["loss"] > steps[-1]["loss"]  # it learns
+    assert {s["total_steps"] for s in steps} == {steps[-1]["step"]}  # validate's "step N/total"
     assert result["test"]["accuracy"] > 0.6  # the majority class is 52%
     assert result["schema"] == "dgxperf.train/1" and result["recipe"] == "baseline"
     assert [e["epoch"] for e in result["epochs"]] == [1, 2, 3]

@@ -501,6 +501,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
                 record = {
                     "type": "step",
                     "step": step,
+                    "total_steps": total_steps,  # validate's progress line shows "step N/total" from it
                     "epoch": epoch + 1,
                     "loss": mean_loss,
                     "lr": schedule.get_last_lr()[0],
@@ -512,7 +513,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
                 log.write(record)
                 windows.append(rates)
                 if options.on_log and context.is_main:
-                    options.on_log(record | {"total_steps": total_steps, "epochs": config.epochs})
+                    options.on_log(record | {"epochs": config.epochs})
                 loss_sum.zero_()
                 nonfinite.zero_()
                 window_losses = 0
