@@ -837,7 +837,7 @@ def _measured_row(row: Mapping[str, Any]) -> tuple[str, dict[str, Any], int, int
         vocab = int(model.get("vocab_size", SYNTHETIC_VOCAB if config.get("task") == "synthetic" else 0))
         labels = int(model.get("num_labels", 2))
         gpus = int(row.get("world", {}).get("world_size", 1))
-        measured = int(row["summary"]["peak_memory_bytes"])
+        measured = int(row["summary"]["peak_memory_bytes"] or 0)  # None: a CPU run, no GPU peak
         default_name = (
             f"{config.get('preset')}-{config.get('precision')}-b{config.get('batch_size')}"
             f"-len{config.get('max_len')}{'-ckpt' if config.get('activation_checkpointing') else ''}"
