@@ -26,14 +26,14 @@ variant so far sits at 81.6-83.0% test, within one seed's noise of the others an
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).parent))
-from self_pretrain_cpu import SEED, finetune, hidden, load_task, mlm, report, small_encoder
+from self_pretrain_cpu import SEED, finetune, hidden, mlm, run_variants, small_encoder
 
 from dgxperf.train.model import Encoder
 from dgxperf.train.tokenizer import CLS_ID, PAD_ID, SEP_ID, UNK_ID
@@ -79,23 +79,16 @@ class Augmented(nn.Module):  # type: ignore[misc]
         return model.classifier(model.head_drop(pooled)).float()
 
 
+def train(name: str, task: Any, epochs: int) -> tuple[list[float], float]:
+    pre, token_drop, pooling = VARIANTS[name]
+    encoder = Encoder(small_encoder(task))
+    if pre:
+        mlm(encoder, task.train, pre, task.vocab_size)
+    return finetune(Augmented(encoder, token_drop, pooling), task, epochs)
+
+
 def main() -> None:
-    epochs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-    names = sys.argv[2:] or ["token-drop", "max-pool"]
-    torch.set_num_threads(2)
-    task = load_task()
-    results = {}
-    for name in names:
-        pre, token_drop, pooling = VARIANTS[name]
-        print(f"== {name}", flush=True)
-        began = time.time()
-        torch.manual_seed(SEED)
-        encoder = Encoder(small_encoder(task))
-        if pre:
-            mlm(encoder, task.train, pre, task.vocab_size)
-        results[name] = finetune(Augmented(encoder, token_drop, pooling), task, epochs)
-        print(f"  ({time.time() - began:.0f} s)", flush=True)
-    report(results)
+    run_variants(["token-drop", "max-pool"], train)
 
 
 if __name__ == "__main__":

@@ -20,14 +20,14 @@ gap to 84.7% is not in the input representation. (~4.5 min a variant on 2 idle c
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).parent))
-from self_pretrain_cpu import SEED, finetune, load_task, report, small_encoder
+from self_pretrain_cpu import finetune, run_variants, small_encoder
 
 from dgxperf.train.model import Encoder
 
@@ -58,22 +58,15 @@ class NgramEmbedding(nn.Module):
         return x
 
 
+def train(name: str, task: Any, epochs: int) -> tuple[list[float], float]:
+    model = Encoder(small_encoder(task))
+    if VARIANTS[name]:
+        model.tok_emb = NgramEmbedding(model.tok_emb, VARIANTS[name])  # type: ignore[assignment]
+    return finetune(model, task, epochs)
+
+
 def main() -> None:
-    epochs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-    names = sys.argv[2:] or list(VARIANTS)
-    torch.set_num_threads(2)
-    task = load_task()
-    results = {}
-    for name in names:
-        print(f"== {name}", flush=True)
-        began = time.time()
-        torch.manual_seed(SEED)
-        model = Encoder(small_encoder(task))
-        if VARIANTS[name]:
-            model.tok_emb = NgramEmbedding(model.tok_emb, VARIANTS[name])  # type: ignore[assignment]
-        results[name] = finetune(model, task, epochs)
-        print(f"  ({time.time() - began:.0f} s)", flush=True)
-    report(results)
+    run_variants(list(VARIANTS), train)
 
 
 if __name__ == "__main__":

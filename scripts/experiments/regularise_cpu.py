@@ -23,13 +23,11 @@ Dev peaks at epoch 3 and the model then overfits the 13.6k training reviews: mor
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
-
-import torch
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from self_pretrain_cpu import SEED, finetune, load_task, report, small_encoder
+from self_pretrain_cpu import finetune, run_variants, small_encoder
 
 from dgxperf.train.model import Encoder
 
@@ -41,20 +39,13 @@ VARIANTS: dict[str, dict[str, float | str]] = {
 }
 
 
+def train(name: str, task: Any, epochs: int) -> tuple[list[float], float]:
+    model = Encoder(small_encoder(task, **VARIANTS[name]))
+    return finetune(model, task, epochs, 0.999 if name.startswith("ema") else None)
+
+
 def main() -> None:
-    epochs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-    names = sys.argv[2:] or list(VARIANTS)
-    torch.set_num_threads(2)
-    task = load_task()
-    results = {}
-    for name in names:
-        print(f"== {name}", flush=True)
-        began = time.time()
-        torch.manual_seed(SEED)
-        model = Encoder(small_encoder(task, **VARIANTS[name]))
-        results[name] = finetune(model, task, epochs, 0.999 if name.startswith("ema") else None)
-        print(f"  ({time.time() - began:.0f} s)", flush=True)
-    report(results)
+    run_variants(list(VARIANTS), train)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import copy
 import math
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -157,6 +158,25 @@ def report(results: dict[str, tuple[list[float], float]]) -> None:
     width = max(len(name) for name in results) + 2
     for name, (devs, test) in results.items():
         print(f"{name:{width}s} dev {' / '.join(f'{100 * d:.1f}' for d in devs)}  test {100 * test:.2f}%")
+
+
+def run_variants(
+    default_names: list[str], train: Callable[[str, D.EncodedTask, int], tuple[list[float], float]]
+) -> None:
+    """The experiments' command line, ``SCRIPT [EPOCHS] [VARIANT ...]``: each variant trained by
+    ``train(name, task, epochs)`` from the same seed, timed, and the results table printed."""
+    epochs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    names = sys.argv[2:] or default_names
+    torch.set_num_threads(2)
+    task = load_task()
+    results = {}
+    for name in names:
+        print(f"== {name}", flush=True)
+        began = time.time()
+        torch.manual_seed(SEED)
+        results[name] = train(name, task, epochs)
+        print(f"  ({time.time() - began:.0f} s)", flush=True)
+    report(results)
 
 
 def main() -> None:
