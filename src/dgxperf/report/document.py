@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dgxperf.atomic import atomic_write
+from dgxperf.report.rates import rate_basis, recipe_rates, reference_spread, within_noise
 
 Table = tuple[list[str], list[list[str]]]
 
@@ -22,25 +23,6 @@ NOTE_EPOCH = (
     "evaluation excluded; samples/s (steady) is the median of its logged windows after the first, the rate "
     "a long run settles at"
 )
-
-
-def rate_basis(result: Mapping[str, Any]) -> str:
-    """Which rate the speed-ups compare: the whole last epoch when the plan ran two or more epochs (the last
-    one is free of start-up), the steady rate when it ran one, since torch.compile and warm-up then fall
-    inside the only epoch and would make a compiled recipe look slower than it runs."""
-    epochs = (result.get("plan") or {}).get("epochs")
-    return "steady" if epochs == 1 else "epoch"
-
-
-def recipe_rates(summary: Mapping[str, Any], basis: str) -> tuple[Any, Any, Any]:
-    """samples/s, real tokens/s and MFU of one recipe on ``basis`` (``epoch`` or ``steady``)."""
-    if basis == "steady" and summary.get("steady_samples_per_s"):
-        return (
-            summary["steady_samples_per_s"],
-            summary.get("steady_real_tokens_per_s"),
-            summary.get("steady_mfu"),
-        )
-    return summary.get("samples_per_s"), summary.get("real_tokens_per_s"), summary.get("mfu")
 
 
 def rates_note(result: Mapping[str, Any]) -> str:
@@ -106,18 +88,6 @@ def recipe_table(result: Mapping[str, Any]) -> Table:
     return headers, rows
 
 
-def reference_spread(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """Per reference recipe, how far apart its repeated ablation runs came out: (fast - slow) / fast.
-
-    Each reference runs first and last in its group; an effect smaller than this spread is within the
-    run-to-run noise at the ablation's step count and is marked so."""
-    rates: dict[str, list[float]] = {}
-    for row in rows:
-        if str(row["name"]).split(" (")[0] == row.get("recipe") and row.get("samples_per_s"):
-            rates.setdefault(str(row["recipe"]), []).append(float(row["samples_per_s"]))
-    return {recipe: (max(r) - min(r)) / max(r) for recipe, r in rates.items() if len(r) > 1}
-
-
 def ablation_table(result: Mapping[str, Any]) -> Table:
     headers = ["variant", "what changes", "samples/s", "vs reference", "MFU", "peak memory (GB)", "run"]
     rows = []
@@ -125,8 +95,7 @@ def ablation_table(result: Mapping[str, Any]) -> Table:
     for row in result.get("ablation") or []:
         memory = row.get("peak_memory_bytes")
         effect = row.get("vs_reference")
-        noise = spread.get(str(row.get("recipe")))
-        within = effect is not None and noise is not None and abs(effect - 1) < noise
+        within = within_noise(row, spread)
         rows.append([
             row["name"],
             row["what"],

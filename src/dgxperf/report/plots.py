@@ -11,6 +11,8 @@ import io
 from collections.abc import Mapping
 from typing import Any
 
+from dgxperf.report.rates import rate_basis, recipe_rates, reference_spread, within_noise
+
 COLORS = {"baseline": "#7f7f7f", "guide": "#1f77b4", "optimized": "#2ca02c"}
 
 
@@ -43,8 +45,6 @@ def throughput(result: Mapping[str, Any]) -> bytes | None:
     if not runs:
         return None
     fig, ax = _figure(6.0, 2.8)
-    from dgxperf.report.document import rate_basis, recipe_rates
-
     basis = rate_basis(result)
     names = list(runs)
     rates = [recipe_rates(runs[n]["summary"], basis)[0] or 0 for n in names]
@@ -125,22 +125,23 @@ def ablation(result: Mapping[str, Any]) -> bytes | None:
     rows = [r for r in result.get("ablation", []) if r.get("vs_reference")]
     if not rows:
         return None
-    from dgxperf.report.document import reference_spread
-
     spread = reference_spread(result.get("ablation", []))
     fig, ax = _figure(7.0, 0.35 * len(rows) + 1.0)
     names = [r["name"] for r in rows]
     effects = [100 * (r["vs_reference"] - 1) for r in rows]
-    noise = [100 * spread.get(str(r.get("recipe")), 0.0) for r in rows]
     colors = [
-        "#aaaaaa" if abs(e) < n else "#2ca02c" if e >= 0 else "#d62728"
-        for e, n in zip(effects, noise, strict=True)
+        "#aaaaaa" if within_noise(r, spread) else "#2ca02c" if e >= 0 else "#d62728"
+        for r, e in zip(rows, effects, strict=True)
     ]
     ax.barh(names, effects, color=colors)
     ax.axvline(0, color="black", linewidth=0.8)
     ax.set_xlabel(
         "throughput change vs its reference recipe (%)"
-        + ("; grey: within the spread of the reference's two runs" if any(noise) else "")
+        + (
+            "; grey: within the spread of the reference's two runs"
+            if any(spread.get(str(r.get("recipe"))) for r in rows)
+            else ""
+        )
     )
     ax.invert_yaxis()
     ax.grid(alpha=0.3, axis="x")

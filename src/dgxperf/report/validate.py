@@ -31,6 +31,7 @@ from typing import Any
 
 from dgxperf import __version__
 from dgxperf.atomic import atomic_write
+from dgxperf.report.rates import is_reference
 
 VALIDATE_SCHEMA = "dgxperf.validate/1"
 RECIPES = ("baseline", "guide", "optimized")
@@ -660,10 +661,6 @@ def _why_not(plan: ValidatePlan) -> str:
     return "; ".join(reasons)
 
 
-def _is_reference(row: Mapping[str, Any]) -> bool:
-    return bool(str(row["name"]).split(" (")[0] == row["recipe"])
-
-
 def _add_effects(rows: list[dict[str, Any]]) -> None:
     """Each variant's throughput relative to its reference (optimized or guide), measured in the same run.
 
@@ -673,9 +670,9 @@ def _add_effects(rows: list[dict[str, Any]]) -> None:
     refs: dict[str, float] = {}
     for row in rows:
         rate = row.get("samples_per_s")
-        if _is_reference(row) and rate:
+        if is_reference(row) and rate:
             refs[row["recipe"]] = max(refs.get(row["recipe"], 0.0), rate)
     for row in rows:
         ref = refs.get(row["recipe"])
         rate = row.get("samples_per_s")
-        row["vs_reference"] = round(rate / ref, 4) if ref and rate and not _is_reference(row) else None
+        row["vs_reference"] = round(rate / ref, 4) if ref and rate and not is_reference(row) else None
