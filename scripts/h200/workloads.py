@@ -248,6 +248,83 @@ def memory_few_sms(seconds: float) -> None:
         torch.cuda.synchronize()
 
 
+def memory_copy_engine(seconds: float) -> None:
+    """Device-to-device copies of 4 GiB with ``cudaMemcpyAsync`` (torch's ``copy_`` of contiguous tensors
+    of one dtype): if the driver gives them to a copy engine, DRAM is busy while no SM is, the purest
+    form of guide B's memory-bound signature (`memory_bound`). The bandwidth is printed."""
+    x = torch.randn(1 << 30, device="cuda")
+    y = torch.empty_like(x)
+    y.copy_(x)
+    torch.cuda.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(10):
+        y.copy_(x)
+    stop.record()
+    torch.cuda.synchronize()
+    rate = 10 * 2 * x.numel() * 4 / (start.elapsed_time(stop) / 1e3) / 1e9
+    print(f"memory_copy_engine: copy_ of 4 GiB: {rate:.0f} GB/s (read + write)")
+    end = time.time() + seconds
+    while time.time() < end:
+        for _ in range(10):
+            y.copy_(x)
+        torch.cuda.synchronize()
+
+
+def memory_read_few_sms(seconds: float) -> None:
+    """Like `memory_few_sms`, but the persistent programs only read (a sum per program): with no
+    write traffic, fewer SMs may keep DRAM busier. Programs at most 57% of the SMs; the block size and
+    warps that read fastest are chosen (the calibration is printed)."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def read(x_ptr, out_ptr, n, BLOCK: tl.constexpr, PROGRAMS: tl.constexpr):  # type: ignore[no-untyped-def]
+        pid = tl.program_id(0)
+        acc = tl.zeros([BLOCK], dtype=tl.float32)
+        for start in tl.range(pid * BLOCK, n, PROGRAMS * BLOCK, num_stages=4):
+            offs = start + tl.arange(0, BLOCK)
+            acc += tl.load(x_ptr + offs, mask=offs < n, other=0.0, cache_modifier=".cg")
+        tl.store(out_ptr + pid, tl.sum(acc))
+
+    x = torch.randn(1 << 31, device="cuda")
+    out = torch.empty(1024, device="cuda")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+
+    def bandwidth(run: Callable[[], None]) -> float:
+        run()
+        torch.cuda.synchronize()
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(5):
+            run()
+        stop.record()
+        torch.cuda.synchronize()
+        return 5 * x.numel() * 4 / (start.elapsed_time(stop) / 1e3) / 1e9
+
+    def launcher(programs: int, block: int, warps: int) -> Callable[[], None]:
+        return lambda: read[(programs,)](x, out, x.numel(), BLOCK=block, PROGRAMS=programs, num_warps=warps)
+
+    full = bandwidth(lambda: out[0].copy_(x.sum()))
+    best, chosen = 0.0, (sms // 2, 4096, 8)
+    run = launcher(*chosen)
+    for programs in (sms * 11 // 20, sms * 4 // 7):
+        for block, warps in ((4096, 8), (8192, 8), (8192, 16), (16384, 16)):
+            rate = bandwidth(launcher(programs, block, warps))
+            print(
+                f"memory_read_few_sms: {programs} programs x {block} x {warps} warps: {rate:.0f} GB/s "
+                f"(torch.sum on the full grid {full:.0f})"
+            )
+            if rate > best:
+                best, run, chosen = rate, launcher(programs, block, warps), (programs, block, warps)
+    print(f"memory_read_few_sms: running (programs, block, warps) = {chosen} at {best:.0f} GB/s")
+    end = time.time() + seconds
+    while time.time() < end:
+        for _ in range(10):
+            run()
+        torch.cuda.synchronize()
+
+
 def idle(seconds: float) -> None:
     torch.ones(1, device="cuda")
     time.sleep(seconds)
@@ -258,5 +335,6 @@ if __name__ == "__main__":
     modes = {"gemm": gemm, "memory": memory, "starved": starved, "h2d": h2d, "idle": idle,
              "starved_swing": starved_swing, "cpu_bound": cpu_bound, "h2d_pinned": h2d_pinned,
              "near_capacity": near_capacity, "iowait": iowait,
-             "memory_few_sms": memory_few_sms}  # fmt: skip
+             "memory_few_sms": memory_few_sms, "memory_copy_engine": memory_copy_engine,
+             "memory_read_few_sms": memory_read_few_sms}  # fmt: skip
     modes[mode](duration)

@@ -1106,6 +1106,15 @@ def _register_plan_commands() -> None:
 _register_plan_commands()
 
 
+def _register_pretrain() -> None:
+    from dgxperf.cli_pretrain import pretrain
+
+    app.command("pretrain")(pretrain)
+
+
+_register_pretrain()
+
+
 # -- runs ---------------------------------------------------------------------------------------------------
 
 

