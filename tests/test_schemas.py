@@ -37,6 +37,7 @@ KINDS = {
     "dgxperf.validate/1": "validate",
     "dgxperf.plan.memory/1": "plan-memory",
     "dgxperf.plan.mig/1": "plan-mig",
+    "dgxperf.pretrain/1": "pretrain",
 }
 
 runner = CliRunner()
@@ -93,9 +94,11 @@ def test_every_schema_file_is_registered_and_every_result_type_has_one() -> None
     emitted = set()
     for module in (ROOT / "src" / "dgxperf").rglob("*.py"):
         emitted |= set(re.findall(r'"(dgxperf\.[a-z.]+/\d+)"', module.read_text()))
-    # not --json results: monitor recordings (JSON Lines), caches and checkpoints of `train`
+    # not --json results: monitor recordings (JSON Lines), caches and checkpoints of `train`, and the
+    # weights file of a `pretrain` folder
     internal = {
         "dgxperf.recording/1",
+        "dgxperf.encoder/1",
         "dgxperf.tokenizer/1",
         "dgxperf.checkpoint/1",
         "dgxperf.train.task/1",
@@ -143,12 +146,22 @@ def committed_results() -> Iterator[tuple[Path, str]]:
 
 
 COMMITTED = list(committed_results())
+PRETRAIN = "docs/benchmarks/2026-12-03-h200-pretrain"
+# `dgxperf pretrain` on the H200, and `dgxperf train --set init_from=` the folder it wrote
+PRETRAIN_RESULTS = [
+    f"{PRETRAIN}/pretrain80-guide/pretrain.json",
+    f"{PRETRAIN}/pretrain40-optimized/pretrain.json",
+]
+PRETRAINED_TRAIN_RESULTS = [
+    f"{PRETRAIN}/pretrain80-guide/train-guide.json",
+    f"{PRETRAIN}/pretrain40-optimized/train-optimized.json",
+]
 
 
 def test_the_committed_results_cover_every_kind_they_hold() -> None:
     found = {name for _, name in COMMITTED}
     # what the repository holds today; a new kind of committed result is picked up by the test below
-    assert {"doctor", "snapshot", "bench", "train", "validate"} <= found
+    assert {"doctor", "snapshot", "bench", "train", "validate", "pretrain"} <= found
     names = {p.relative_to(ROOT).as_posix() for p, _ in COMMITTED}
     assert {
         "tests/data/h200/bench/bench-all-quick.json",
@@ -156,6 +169,8 @@ def test_the_committed_results_cover_every_kind_they_hold() -> None:
         "tests/data/h200/validate/validate-large-1epoch-ablation.json",
         "docs/benchmarks/2026-12-03-h200-validate/validate.json",
         "docs/benchmarks/2026-12-03-h200-train-synthetic/synthetic-batch_size-512_compile_scope-model.json",
+        *PRETRAIN_RESULTS,
+        *PRETRAINED_TRAIN_RESULTS,
     } <= names
 
 
@@ -164,6 +179,25 @@ def test_the_committed_results_cover_every_kind_they_hold() -> None:
 )
 def test_committed_result_validates(path: Path, name: str) -> None:
     assert_valid(name, load(path))
+
+
+@pytest.mark.parametrize("path", PRETRAIN_RESULTS)
+def test_the_h200_pretrain_results_validate(path: str) -> None:
+    result = load(ROOT / path)
+    assert result["schema"] == "dgxperf.pretrain/1" and result["device"] == "NVIDIA H200"
+    assert len(result["epochs"]) == result["settings"]["epochs"]
+    assert_valid("pretrain", result)
+
+
+@pytest.mark.parametrize("path", PRETRAINED_TRAIN_RESULTS)
+def test_the_h200_runs_fine_tuned_from_a_pretrained_folder_validate(path: str) -> None:
+    result = load(ROOT / path)
+    assert result["config"]["init_from"] and result["init"]["loaded_tensors"] > 0
+    assert result["init"]["init_from"] == result["config"]["init_from"]
+    assert_valid("train", result)
+    assert_valid("train", result | {"init": None})  # from scratch, or resumed
+    assert_invalid("train", result | {"init": {"init_from": "x", "loaded_tensors": 0}})
+    assert_invalid("train", without(result, "init", "loaded_tensors"))
 
 
 def test_the_memory_measurement_rows_are_train_results() -> None:
@@ -287,6 +321,31 @@ def test_train_schema_rejects_broken_results() -> None:
     assert_invalid("train", result | {"shape_warmup": {"shapes": [[512, 128]], "seconds": 4.2}})
     assert_invalid("train", result | {"shape_warmup": {"shapes": [[512, 128, "yes"]], "seconds": 4.2}})
     assert_invalid("train", result | {"shape_warmup": {"shapes": []}})
+
+
+def test_pretrain_schema_rejects_broken_results() -> None:
+    result = load(ROOT / PRETRAIN_RESULTS[1])
+    for key in ("schema", "settings", "model", "data", "epochs", "final_loss", "tokens_per_s_steady"):
+        assert_invalid("pretrain", without(result, key))
+    assert_invalid("pretrain", without(result, "settings", "mask_prob"))
+    assert_invalid("pretrain", without(result, "model", "vocab_size"))
+    assert_invalid("pretrain", without(result, "data", "encoded"))
+    assert_invalid("pretrain", without(result, "epochs", 0, "loss"))
+    assert_invalid("pretrain", result | {"unknown_key": 1})
+    assert_invalid("pretrain", result | {"schema": "dgxperf.train/1"})
+    assert_invalid("pretrain", result | {"epochs": []})
+    assert_invalid("pretrain", result | {"steps_per_epoch": 0})
+    bad = copy.deepcopy(result)
+    bad["settings"]["mask_prob"] = 1.0  # PretrainSettings.validate refuses it
+    assert_invalid("pretrain", bad)
+    bad = copy.deepcopy(result)
+    bad["epochs"][0]["type"] = "epoch"  # a train epoch record is not a pretrain one
+    assert_invalid("pretrain", bad)
+    bad = copy.deepcopy(result)
+    bad["epochs"][0]["dev_accuracy"] = 0.5
+    assert_invalid("pretrain", bad)
+    subset = {"train": 300, "dev": 64, "test": 64}
+    assert_valid("pretrain", result | {"data": result["data"] | {"subset": subset}})
 
 
 def test_validate_schema_rejects_broken_results() -> None:

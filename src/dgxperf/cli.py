@@ -1203,6 +1203,7 @@ SCHEMA_FILES = {
     "validate": "validate.v1.json",
     "plan-memory": "plan-memory.v1.json",
     "plan-mig": "plan-mig.v1.json",
+    "pretrain": "pretrain.v1.json",
 }
 
 
@@ -1211,7 +1212,7 @@ def schema(
     name: Annotated[
         str,
         typer.Argument(
-            help="Result type: doctor, snapshot, run, bench, train, advice, validate, plan-memory, plan-mig."
+            help="Result type: doctor, snapshot, run, bench, train, advice, validate, plan-memory, plan-mig, pretrain."
         ),
     ],
 ) -> None:

@@ -60,7 +60,7 @@ def pretrain(
     from dgxperf.store import default_store_path
     from dgxperf.train import recipes
     from dgxperf.train.data import DataError
-    from dgxperf.train.pretrain import PretrainError, PretrainSettings
+    from dgxperf.train.pretrain import PretrainError, PretrainInputError, PretrainSettings, check_config
     from dgxperf.train.pretrain import pretrain as run_pretrain
 
     overrides: dict[str, str] = {}
@@ -83,6 +83,7 @@ def pretrain(
             epochs=epochs, lr=lr, batch_size=batch_size, mask_prob=mask_prob, seed=seed
         )
         settings.validate()
+        check_config(config)
     except (recipes.RecipeError, PretrainError) as exc:
         usage_error(str(exc))
     if device == "cuda":
@@ -99,7 +100,7 @@ def pretrain(
             result = run_pretrain(
                 config, settings, out_dir, home / "cache", device=device, on_epoch=progress.update
             )
-    except (recipes.RecipeError, DataError) as exc:
+    except (recipes.RecipeError, DataError, PretrainInputError) as exc:
         usage_error(str(exc))
     except PretrainError as exc:
         err_console.print(f"[bold red]pretraining stopped:[/] {exc}", highlight=False)

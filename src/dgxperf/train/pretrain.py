@@ -52,6 +52,11 @@ class PretrainError(Exception):
     """A pretraining run that cannot start or go on, or a pretrained folder that cannot be used."""
 
 
+class PretrainInputError(PretrainError):
+    """Bad input rather than a failed run: a recipe pretraining cannot use, or too little text for one
+    batch (``dgxperf pretrain`` exits 2 for these, 1 for a run that stopped)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class PretrainSettings:
     """The masked-LM schedule; the defaults are those measured on the H200 (module docstring)."""
@@ -74,6 +79,19 @@ class PretrainSettings:
             raise PretrainError(f"mask_prob={self.mask_prob} must be in (0, 1)")
         if not 0 <= self.warmup_share < 1:
             raise PretrainError(f"warmup_share={self.warmup_share} must be in [0, 1)")
+
+
+def check_config(config: TrainConfig) -> None:
+    """The recipe fields pretraining cannot use; known before any data is read (the CLI checks them
+    with its other arguments, so that they are usage errors)."""
+    if config.task == "synthetic":
+        raise PretrainInputError("synthetic data has no text to pretrain on: use the reviews or --train-file")
+    if config.precision == "fp16":
+        raise PretrainInputError(
+            "pretrain runs in bf16 or fp32; fp16 would need a loss scaler: --set precision=bf16"
+        )
+    if config.init_from is not None:
+        raise PretrainInputError("init_from is for fine-tuning; pretraining starts from scratch")
 
 
 def token_stream(split: Any) -> Any:
@@ -128,19 +146,31 @@ def pretrain(
     """Pretrain ``config``'s encoder on its training split's texts; write the folder; return the result."""
     import torch
 
+    config.validate()
+    settings.validate()
+    check_config(config)
+    try:
+        return _pretrain(config, settings, out_dir, cache_dir, device, on_epoch)
+    except torch.cuda.OutOfMemoryError as exc:
+        raise PretrainError(
+            f"CUDA out of memory with batches of {settings.batch_size} rows of {config.max_len} tokens: "
+            f"try --batch-size {max(1, settings.batch_size // 2)} or a smaller preset"
+        ) from exc
+
+
+def _pretrain(
+    config: TrainConfig,
+    settings: PretrainSettings,
+    out_dir: Path,
+    cache_dir: Path,
+    device: str,
+    on_epoch: Callable[[dict[str, Any]], None] | None,
+) -> dict[str, Any]:
+    import torch
+
     from dgxperf.train.loop import RunOptions, prepare_data
     from dgxperf.train.model import Encoder, param_count
 
-    config.validate()
-    settings.validate()
-    if config.task == "synthetic":
-        raise PretrainError("synthetic data has no text to pretrain on: use the reviews or --train-file")
-    if config.precision == "fp16":
-        raise PretrainError(
-            "pretrain runs in bf16 or fp32; fp16 would need a loss scaler: --set precision=bf16"
-        )
-    if config.init_from is not None:
-        raise PretrainError("init_from is for fine-tuning; pretraining starts from scratch")
     began = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
     context = parallel.setup(config, {}, want_cuda=device == "cuda")
@@ -152,7 +182,7 @@ def pretrain(
     rows_per_epoch = max(0, (stream.numel() - row) // row)
     steps_per_epoch = rows_per_epoch // settings.batch_size
     if steps_per_epoch == 0:
-        raise PretrainError(
+        raise PretrainInputError(
             f"the training split has {stream.numel():,} tokens: not one batch of {settings.batch_size} rows "
             f"of {row}; lower --batch-size"
         )
@@ -253,7 +283,12 @@ def read_encoder(folder: Path) -> dict[str, Any]:
         saved = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many kinds for a damaged file; all mean "cannot use it"
         raise PretrainError(f"{path}: cannot read the pretrained encoder ({exc.__class__.__name__})") from exc
-    if not isinstance(saved, dict) or saved.get("schema") != ENCODER_SCHEMA:
+    if (
+        not isinstance(saved, dict)
+        or saved.get("schema") != ENCODER_SCHEMA
+        or not isinstance(saved.get("model_config"), dict)
+        or not isinstance(saved.get("state"), dict)
+    ):
         raise PretrainError(f"{path}: not a dgxperf pretrained encoder (schema {ENCODER_SCHEMA})")
     return saved
 
@@ -277,7 +312,13 @@ def load_pretrained(model: Any, folder: Path) -> dict[str, Any]:
             f"init_from={folder}: the pretrained encoder does not fit this run's model ({'; '.join(differ)}); "
             "pretrain with the same preset, max_len and data"
         )
-    missing, unexpected = model.load_state_dict(saved["state"], strict=False)
+    try:
+        missing, unexpected = model.load_state_dict(saved["state"], strict=False)
+    except RuntimeError as exc:  # a tensor of another shape than its config says: a damaged file
+        detail = [line.strip() for line in str(exc).splitlines()[1:] if line.strip()]
+        raise PretrainError(
+            f"init_from={folder}: weights do not match the model ({detail[0] if detail else exc})"
+        ) from None
     not_head = [k for k in missing if not k.startswith(HEAD_PREFIXES)]
     if not_head or unexpected:
         raise PretrainError(

@@ -1,0 +1,644 @@
+"""`dgxperf pretrain` on the CPU: BERT masking, the token stream, a tiny masked-LM run on a subset of the real
+reviews, loading its folder, fine-tuning from it through the real training loop, and the command line.
+
+One pretraining run (module fixture) serves the tests that need a pretrained folder; every run shares one
+encoded-data cache, so each further run costs the review loading and a few steps only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from dgxperf.cli import app
+from dgxperf.train import recipes
+from dgxperf.train.data import DataError, EncodedSplit, synthetic_task
+from dgxperf.train.loop import Prepared, RunOptions, train
+from dgxperf.train.model import Encoder, ModelConfig, preset
+from dgxperf.train.pretrain import (
+    ENCODER_FILE,
+    ENCODER_SCHEMA,
+    HEAD_PREFIXES,
+    PRETRAIN_SCHEMA,
+    RESULT_FILE,
+    TOKENIZER_FILE,
+    PretrainError,
+    PretrainInputError,
+    PretrainSettings,
+    check_config,
+    load_pretrained,
+    mask_tokens,
+    pretrain,
+    read_encoder,
+    token_stream,
+)
+from dgxperf.train.tokenizer import CLS_ID, PAD_ID, SEP_ID, UNK_ID, load_tokenizer
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMAS = ROOT / "src" / "dgxperf" / "schemas"
+QUICK = {"preset": "tiny", "train_samples": "300"}
+# 300 reviews hold ~17.5k tokens: 137 rows of 128, 17 steps of 8 rows an epoch.
+SETTINGS = PretrainSettings(epochs=2, lr=1e-3, batch_size=8)
+FIRST_PLAIN_ID = max(PAD_ID, CLS_ID, SEP_ID, UNK_ID) + 1
+runner = CliRunner()
+
+
+def config(recipe: str = "baseline", **extra: str) -> recipes.TrainConfig:
+    return recipes.build_config(recipe, overrides={**QUICK, **extra})
+
+
+def assert_valid(schema_file: str, data: Any) -> None:
+    schema = json.loads((SCHEMAS / schema_file).read_text())
+    jsonschema.Draft202012Validator(schema).validate(data)
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("home")
+
+
+@dataclasses.dataclass
+class Pretrained:
+    folder: Path
+    result: dict[str, Any]
+    seen: list[dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def pretrained(home: Path) -> Pretrained:
+    seen: list[dict[str, Any]] = []
+    folder = home / "pretrained"
+    result = pretrain(config(), SETTINGS, folder, home / "cache", device="cpu", on_epoch=seen.append)
+    return Pretrained(folder, result, seen)
+
+
+def model_config_of(result: dict[str, Any]) -> ModelConfig:
+    return ModelConfig(**{k: v for k, v in result["model"].items() if k != "params"})
+
+
+# -- masking -------------------------------------------------------------------------------------------------
+
+VOCAB = 3000
+
+
+def batch_with_specials(rows: int = 512, length: int = 128, seed: int = 1) -> torch.Tensor:
+    """Plain ids (no [UNK]) framed like real rows: [CLS] first, [SEP]s inside, padding at the end of half."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(FIRST_PLAIN_ID, VOCAB, (rows, length), generator=g)
+    ids[:, 0] = CLS_ID
+    ids[torch.rand((rows, length), generator=g) < 0.05] = SEP_ID
+    ids[::2, -24:] = PAD_ID
+    return ids
+
+
+@pytest.mark.parametrize("mask_prob", [0.15, 0.4])
+def test_mask_tokens_follows_bert(mask_prob: float) -> None:
+    ids = batch_with_specials()
+    inputs, targets = mask_tokens(ids, VOCAB, mask_prob, torch.Generator().manual_seed(0))
+    assert inputs.shape == targets.shape == ids.shape and inputs.dtype == ids.dtype
+    special = (ids == PAD_ID) | (ids == CLS_ID) | (ids == SEP_ID)
+    chosen = targets != -100
+    # specials are never chosen and never changed; every unchosen token is left alone
+    assert not (chosen & special).any()
+    assert torch.equal(inputs[~chosen], ids[~chosen])
+    # the targets of the chosen positions are the original ids
+    assert torch.equal(targets[chosen], ids[chosen])
+    plain = int((~special).sum())
+    n = int(chosen.sum())
+    # ~50k plain tokens: the share's standard deviation is below 0.0025, so 0.012 is > 4.5 sigma
+    assert abs(n / plain - mask_prob) < 0.012
+    got, original = inputs[chosen], ids[chosen]
+    to_unk = got == UNK_ID
+    unchanged = got == original
+    randomised = ~to_unk & ~unchanged
+    # > 7k chosen tokens: each share's standard deviation is below 0.005
+    assert abs(float(to_unk.float().mean()) - 0.8) < 0.025
+    assert abs(float(randomised.float().mean()) - 0.1) < 0.02  # (a random id equal to the original: 1/3000)
+    assert abs(float(unchanged.float().mean()) - 0.1) < 0.02
+    assert bool(((got[randomised] >= FIRST_PLAIN_ID) & (got[randomised] < VOCAB)).all())
+    assert bool(((inputs >= 0) & (inputs < VOCAB)).all())
+
+
+def test_mask_tokens_is_deterministic_under_a_seed() -> None:
+    ids = batch_with_specials(64, 128)
+    a = mask_tokens(ids, VOCAB, 0.15, torch.Generator().manual_seed(7))
+    b = mask_tokens(ids, VOCAB, 0.15, torch.Generator().manual_seed(7))
+    c = mask_tokens(ids, VOCAB, 0.15, torch.Generator().manual_seed(8))
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    assert not torch.equal(a[1], c[1])
+
+
+def test_mask_tokens_leaves_an_all_special_row_alone() -> None:
+    ids = torch.tensor([[CLS_ID, SEP_ID, PAD_ID, PAD_ID]] * 50)
+    inputs, targets = mask_tokens(ids, VOCAB, 0.99, torch.Generator().manual_seed(0))
+    assert torch.equal(inputs, ids) and bool((targets == -100).all())
+
+
+# -- the token stream ----------------------------------------------------------------------------------------
+
+
+def test_token_stream_drops_cls_and_keeps_each_sep() -> None:
+    seqs = [[CLS_ID, 5, 6, SEP_ID], [CLS_ID, 7, SEP_ID], [CLS_ID, SEP_ID], [CLS_ID, 8, 9, 10, SEP_ID]]
+    split = EncodedSplit.from_sequences(seqs, [0, 1, 0, 1], max_len=8, truncated_share=0.0)
+    stream = token_stream(split)
+    assert stream.dtype == torch.int64
+    assert stream.tolist() == [5, 6, SEP_ID, 7, SEP_ID, SEP_ID, 8, 9, 10, SEP_ID]
+    assert stream.numel() == split.tokens - len(split)
+    assert int((stream == SEP_ID).sum()) == len(split) and CLS_ID not in stream.tolist()
+    empty = EncodedSplit.from_sequences([], [], max_len=8, truncated_share=0.0)
+    assert token_stream(empty).numel() == 0 and token_stream(empty).dtype == torch.int64
+
+
+def test_token_stream_of_a_real_sized_split() -> None:
+    task = synthetic_task(100, 16, 50)
+    stream = token_stream(task.train)
+    assert stream.numel() == 50 * 15
+    assert stream.view(50, 15)[:, -1].eq(SEP_ID).all()
+    assert torch.equal(
+        stream.view(50, 15)[:, :-1], torch.from_numpy(np.asarray(task.train.ids)).view(50, 16)[:, 1:-1]
+    )
+
+
+# -- settings and recipes it refuses -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("epochs", 0, "epochs=0: pretrain at least one epoch"),
+        ("lr", 0.0, r"lr=0.0 is not a learning rate \(0 < lr < 1\)"),
+        ("lr", 2.0, r"lr=2.0 is not a learning rate"),
+        ("lr", -1e-4, "is not a learning rate"),
+        ("batch_size", 0, "batch_size=0 must be at least 1"),
+        ("mask_prob", 0.0, r"mask_prob=0.0 must be in \(0, 1\)"),
+        ("mask_prob", 1.0, r"mask_prob=1.0 must be in \(0, 1\)"),
+        ("warmup_share", 1.0, r"warmup_share=1.0 must be in \[0, 1\)"),
+        ("warmup_share", -0.1, "warmup_share=-0.1 must be in"),
+    ],
+)
+def test_settings_validate_refuses(field: str, value: Any, message: str) -> None:
+    with pytest.raises(PretrainError, match=message):
+        dataclasses.replace(PretrainSettings(), **{field: value}).validate()
+
+
+def test_settings_defaults_and_edges_validate() -> None:
+    PretrainSettings().validate()
+    PretrainSettings(epochs=1, lr=1e-6, batch_size=1, mask_prob=0.01, warmup_share=0.0).validate()
+
+
+REFUSED = [
+    ({"task": "synthetic"}, "baseline", "synthetic data has no text to pretrain on"),
+    ({}, "guide", r"fp16 would need a loss scaler: --set precision=bf16"),
+    ({"precision": "fp16"}, "baseline", "fp16 would need a loss scaler"),
+    (
+        {"init_from": "/somewhere"},
+        "baseline",
+        "init_from is for fine-tuning; pretraining starts from scratch",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("extra", "recipe", "message"), REFUSED, ids=["synthetic", "guide", "fp16", "init_from"]
+)
+def test_pretrain_refuses_before_touching_anything(
+    tmp_path: Path, extra: dict[str, str], recipe: str, message: str
+) -> None:
+    cfg = config(recipe, **extra)
+    with pytest.raises(PretrainInputError, match=message):
+        check_config(cfg)
+    with pytest.raises(PretrainInputError, match=message):
+        pretrain(cfg, SETTINGS, tmp_path / "out", tmp_path / "cache", device="cpu")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()
+
+
+def test_pretrain_accepts_bf16_and_the_optimized_recipe() -> None:
+    check_config(config("optimized"))
+    check_config(config(precision="bf16"))
+
+
+def test_pretrain_refuses_bad_settings_first(tmp_path: Path) -> None:
+    with pytest.raises(PretrainError, match="mask_prob"):
+        pretrain(
+            config(), PretrainSettings(mask_prob=1.0), tmp_path / "out", tmp_path / "cache", device="cpu"
+        )
+    assert not (tmp_path / "out").exists()
+
+
+# -- a real run ----------------------------------------------------------------------------------------------
+
+
+def test_pretrain_writes_the_folder_and_learns(pretrained: Pretrained) -> None:
+    folder, result = pretrained.folder, pretrained.result
+    assert {p.name for p in folder.iterdir()} == {ENCODER_FILE, TOKENIZER_FILE, RESULT_FILE}
+    assert json.loads((folder / RESULT_FILE).read_text()) == result
+    assert_valid("pretrain.v1.json", result)
+    assert (
+        result["schema"] == PRETRAIN_SCHEMA and result["recipe"] == "baseline" and result["device"] == "cpu"
+    )
+    assert result["out_dir"] == str(folder)
+    assert result["settings"] == dataclasses.asdict(SETTINGS)
+    assert result["data"]["subset"] == {"train": 300, "dev": 64, "test": 64}
+    assert result["model"]["hidden"] == 64 and result["model"]["layers"] == 2  # preset tiny
+    assert result["steps_per_epoch"] == result["rows_per_epoch"] // SETTINGS.batch_size >= 10
+    assert result["tokens_per_epoch"] == result["steps_per_epoch"] * SETTINGS.batch_size * 128
+    epochs = result["epochs"]
+    assert pretrained.seen == epochs  # on_epoch saw every record
+    assert [e["epoch"] for e in epochs] == [1, 2] and {e["epochs"] for e in epochs} == {2}
+    assert all(e["type"] == "pretrain_epoch" and e["tokens_per_s"] > 0 for e in epochs)
+    # warm-up, then linear decay to zero: the first epoch ends past the warm-up (1/16 of the steps)
+    assert 0 < epochs[0]["lr"] < SETTINGS.lr and epochs[-1]["lr"] == 0.0
+    losses = [e["loss"] for e in epochs]
+    vocab = result["model"]["vocab_size"]
+    assert all(math.isfinite(x) for x in losses)
+    # a random guess costs ln(vocab) = 8.2 nats; the seeded run goes 7.85 -> 7.33
+    assert losses[-1] < losses[0] < math.log(vocab) + 1
+    assert result["final_loss"] == losses[-1] < math.log(vocab)
+    assert result["tokens_per_s_steady"] == epochs[1]["tokens_per_s"]
+    assert result["total_seconds"] >= sum(e["seconds"] for e in epochs)
+    assert load_tokenizer(folder / TOKENIZER_FILE).vocab_size == vocab
+
+
+def test_the_encoder_file_holds_the_encoder_without_its_head(pretrained: Pretrained) -> None:
+    saved = torch.load(pretrained.folder / ENCODER_FILE, map_location="cpu", weights_only=True)
+    assert set(saved) == {"schema", "model_config", "state"} and saved["schema"] == ENCODER_SCHEMA
+    assert read_encoder(pretrained.folder)["model_config"] == saved["model_config"]
+    model_config = model_config_of(pretrained.result)
+    assert saved["model_config"] == model_config.to_json()
+    keys = set(saved["state"])
+    assert not any(k.startswith(("pooler.", "classifier.")) for k in keys)
+    everything = set(Encoder(model_config).state_dict())
+    assert keys == {k for k in everything if not k.startswith(HEAD_PREFIXES)}
+    assert everything - keys == {"pooler.weight", "pooler.bias", "classifier.weight", "classifier.bias"}
+    assert all(torch.isfinite(t).all() for t in saved["state"].values())
+
+
+def test_too_little_text_for_one_batch(home: Path, tmp_path: Path) -> None:
+    settings = dataclasses.replace(SETTINGS, batch_size=100_000)
+    with pytest.raises(
+        PretrainInputError, match=r"tokens: not one batch of 100000 rows of 128; lower --batch-size"
+    ):
+        pretrain(config(), settings, tmp_path / "out", home / "cache", device="cpu")
+    assert not (tmp_path / "out" / ENCODER_FILE).exists()
+
+
+def fake_data(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No reviews: random sequences of 32 tokens, so that a run takes a fraction of a second."""
+
+    def prepare(config: recipes.TrainConfig, options: RunOptions, context: Any) -> Prepared:
+        task = synthetic_task(50, 32, 64)
+        return Prepared(task, preset("tiny", vocab_size=50, num_labels=2, max_len=32), {"task": "fake"})
+
+    monkeypatch.setattr("dgxperf.train.loop.prepare_data", prepare)
+
+
+def test_a_non_finite_loss_stops_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dgxperf.train import pretrain as module
+
+    fake_data(monkeypatch)
+    real_loss = module.mlm_loss
+    monkeypatch.setattr(module, "mlm_loss", lambda *a: real_loss(*a) * float("nan"))
+    with pytest.raises(
+        PretrainError, match=r"the masked-LM loss became nan in epoch 1: lower the learning rate"
+    ):
+        pretrain(
+            config(), dataclasses.replace(SETTINGS, batch_size=4), tmp_path, tmp_path / "c", device="cpu"
+        )
+    assert not (tmp_path / ENCODER_FILE).exists()
+
+
+def test_out_of_memory_says_what_to_lower(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def oom(*args: Any) -> None:
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr("dgxperf.train.loop.prepare_data", oom)
+    with pytest.raises(
+        PretrainError, match=r"out of memory with batches of 8 rows of 128 tokens: try --batch-size 4"
+    ) as info:
+        pretrain(config(), SETTINGS, tmp_path, tmp_path / "c", device="cpu")
+    assert not isinstance(info.value, PretrainInputError)  # a run that stopped, not bad input
+
+
+def test_the_same_seed_gives_the_same_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_data(monkeypatch)
+    settings = dataclasses.replace(SETTINGS, batch_size=4)
+    runs = [pretrain(config(), settings, tmp_path / str(i), tmp_path / "c", device="cpu") for i in range(2)]
+    other = pretrain(
+        config(), dataclasses.replace(settings, seed=1), tmp_path / "2", tmp_path / "c", device="cpu"
+    )
+    assert [e["loss"] for e in runs[0]["epochs"]] == [e["loss"] for e in runs[1]["epochs"]]
+    assert [e["loss"] for e in other["epochs"]] != [e["loss"] for e in runs[0]["epochs"]]
+    a, b = (read_encoder(tmp_path / str(i))["state"] for i in range(2))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+# -- loading a pretrained folder -----------------------------------------------------------------------------
+
+
+def test_load_pretrained_copies_the_encoder_and_leaves_the_head(pretrained: Pretrained) -> None:
+    saved = read_encoder(pretrained.folder)["state"]
+    torch.manual_seed(123)
+    model = Encoder(model_config_of(pretrained.result))
+    head = {k: v.clone() for k, v in model.state_dict().items() if k.startswith(HEAD_PREFIXES)}
+    assert not torch.equal(model.tok_emb.weight, saved["tok_emb.weight"])
+    info = load_pretrained(model, pretrained.folder)
+    assert info == {"init_from": str(pretrained.folder), "loaded_tensors": len(saved)} and len(saved) > 10
+    state = model.state_dict()
+    assert all(torch.equal(state[k], v) for k, v in saved.items())
+    assert len(head) == 4 and all(torch.equal(state[k], v) for k, v in head.items())
+
+
+def test_load_pretrained_into_a_model_without_a_pooler(pretrained: Pretrained) -> None:
+    model = Encoder(dataclasses.replace(model_config_of(pretrained.result), pooler=False))
+    assert load_pretrained(model, pretrained.folder)["loaded_tensors"] > 0
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (
+            {"hidden": 128, "heads": 2, "ffn": 512},
+            ["hidden: pretrained 64, this run 128", "ffn: pretrained 256"],
+        ),
+        ({"layers": 3}, ["layers: pretrained 2, this run 3"]),
+        ({"vocab_size": 100}, ["vocab_size: pretrained", "this run 100"]),
+        ({"max_len": 64}, ["max_len: pretrained 128, this run 64"]),
+        ({"pre_ln": False}, ["pre_ln: pretrained True, this run False"]),
+    ],
+)
+def test_load_pretrained_refuses_another_architecture(
+    pretrained: Pretrained, change: dict[str, Any], named: list[str]
+) -> None:
+    model = Encoder(dataclasses.replace(model_config_of(pretrained.result), **change))
+    with pytest.raises(PretrainError, match="the pretrained encoder does not fit this run's model") as info:
+        load_pretrained(model, pretrained.folder)
+    message = str(info.value)
+    assert all(text in message for text in named), message
+    assert "pretrain with the same preset, max_len and data" in message
+
+
+def test_load_pretrained_refuses_a_missing_or_foreign_folder(pretrained: Pretrained, tmp_path: Path) -> None:
+    model = Encoder(model_config_of(pretrained.result))
+    with pytest.raises(
+        PretrainError, match=r"init_from=.*nowhere: no encoder.pt there \(make one with `dgxperf pretrain`\)"
+    ):
+        load_pretrained(model, tmp_path / "nowhere")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(PretrainError, match=r"no encoder\.pt there"):
+        load_pretrained(model, tmp_path / "empty")
+    cases = {
+        "foreign": {"x": 1},
+        "listed": [1, 2, 3],
+        "no-state": {"schema": ENCODER_SCHEMA, "model_config": model.config.to_json()},
+        "no-config": {"schema": ENCODER_SCHEMA, "state": {}},
+    }
+    for name, content in cases.items():
+        (tmp_path / name).mkdir()
+        torch.save(content, tmp_path / name / ENCODER_FILE)
+        with pytest.raises(
+            PretrainError, match=r"encoder.pt: not a dgxperf pretrained encoder \(schema dgxperf.encoder/1\)"
+        ):
+            load_pretrained(model, tmp_path / name)
+    (tmp_path / "garbage").mkdir()
+    (tmp_path / "garbage" / ENCODER_FILE).write_bytes(b"\x00not a checkpoint at all" * 10)
+    with pytest.raises(PretrainError, match=r"encoder.pt: cannot read the pretrained encoder \(\w+\)"):
+        load_pretrained(model, tmp_path / "garbage")
+    (tmp_path / "pickled").mkdir()  # not weights: weights_only refuses to unpickle it
+    torch.save(
+        {"schema": ENCODER_SCHEMA, "obj": dataclasses.replace(model.config)},
+        tmp_path / "pickled" / ENCODER_FILE,
+    )
+    with pytest.raises(PretrainError, match="cannot read the pretrained encoder"):
+        load_pretrained(model, tmp_path / "pickled")
+
+
+def test_load_pretrained_refuses_weights_that_do_not_fit(pretrained: Pretrained, tmp_path: Path) -> None:
+    saved = read_encoder(pretrained.folder)
+    model = Encoder(model_config_of(pretrained.result))
+    broken = {
+        "extra": saved["state"] | {"extra.weight": torch.zeros(1)},
+        "short": {k: v for k, v in saved["state"].items() if k != "tok_emb.weight"},
+        "resized": saved["state"] | {"tok_emb.weight": torch.zeros(5, 64)},  # its config says otherwise
+    }
+    expected = {
+        "extra": r"weights do not match the model \(missing \[\], unexpected \['extra.weight'\]\)",
+        "short": r"weights do not match the model \(missing \['tok_emb.weight'\], unexpected \[\]\)",
+        "resized": r"weights do not match the model \(size mismatch for tok_emb.weight",
+    }
+    for name, state in broken.items():
+        (tmp_path / name).mkdir()
+        torch.save(saved | {"state": state}, tmp_path / name / ENCODER_FILE)
+        with pytest.raises(PretrainError, match=expected[name]):
+            load_pretrained(model, tmp_path / name)
+
+
+# -- fine-tuning from it through the training loop -----------------------------------------------------------
+
+
+def fine_tune_config(folder: Path, **extra: str) -> recipes.TrainConfig:
+    fields = {"batch_size": "16", "max_steps": "3", "lr": "1e-6", "log_every": "1", "init_from": str(folder)}
+    return config(**{**fields, **extra})
+
+
+def test_train_from_a_pretrained_folder(
+    pretrained: Pretrained, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dgxperf.train import pretrain as module
+
+    loaded: list[Any] = []
+    real_load = module.load_pretrained
+
+    def spy(model: Any, folder: Path) -> dict[str, Any]:
+        loaded.append(model)
+        return real_load(model, folder)
+
+    monkeypatch.setattr(module, "load_pretrained", spy)
+    out = tmp_path / "run"
+    result = train(
+        fine_tune_config(pretrained.folder), RunOptions(out, home / "cache", device="cpu", checkpoints=False)
+    )
+    assert result is not None
+    saved = read_encoder(pretrained.folder)["state"]
+    assert result["init"] == {"init_from": str(pretrained.folder), "loaded_tensors": len(saved)}
+    assert result["config"]["init_from"] == str(pretrained.folder) and result["steps"] == 3
+    assert_valid("train.v1.json", result)
+    # the run used the pretrained vocabulary, and trained the model the weights were loaded into
+    assert (out / TOKENIZER_FILE).read_bytes() == (pretrained.folder / TOKENIZER_FILE).read_bytes()
+    assert result["model"]["vocab_size"] == pretrained.result["model"]["vocab_size"]
+    assert len(loaded) == 1
+    # 3 steps at lr 1e-6 move no weight by more than ~3e-6
+    assert torch.allclose(loaded[0].tok_emb.weight.detach(), saved["tok_emb.weight"], atol=1e-4)
+    assert not torch.equal(loaded[0].tok_emb.weight.detach(), saved["tok_emb.weight"])  # and it did train
+
+
+def test_train_without_init_from_records_no_init(home: Path, tmp_path: Path) -> None:
+    cfg = config(batch_size="16", max_steps="1", epochs="1")
+    result = train(cfg, RunOptions(tmp_path / "run", home / "cache", device="cpu", checkpoints=False))
+    assert result is not None and result["init"] is None and result["config"]["init_from"] is None
+
+
+def test_train_from_a_missing_folder_is_a_data_error(home: Path, tmp_path: Path) -> None:
+    cfg = fine_tune_config(tmp_path / "nowhere")
+    with pytest.raises(
+        DataError, match=r"init_from=.*nowhere: no tokenizer.json there \(make the folder with"
+    ):
+        train(cfg, RunOptions(tmp_path / "run", home / "cache", device="cpu", checkpoints=False))
+
+
+def test_train_from_a_folder_that_does_not_fit_is_a_recipe_error(
+    pretrained: Pretrained, home: Path, tmp_path: Path
+) -> None:
+    cfg = fine_tune_config(pretrained.folder, pre_ln="false")
+    with pytest.raises(
+        recipes.RecipeError,
+        match=r"does not fit this run's model \(pre_ln: pretrained True, this run False\)",
+    ):
+        train(cfg, RunOptions(tmp_path / "run", home / "cache", device="cpu", checkpoints=False))
+
+
+def test_train_from_another_preset_is_a_recipe_error(
+    pretrained: Pretrained, home: Path, tmp_path: Path
+) -> None:
+    cfg = fine_tune_config(pretrained.folder, preset="base")
+    with pytest.raises(
+        recipes.RecipeError, match=r"hidden: pretrained 64, this run 768.*layers: pretrained 2, this run 12"
+    ):
+        train(cfg, RunOptions(tmp_path / "run", home / "cache", device="cpu", checkpoints=False))
+
+
+def test_init_from_refuses_synthetic_data() -> None:
+    with pytest.raises(recipes.RecipeError, match="init_from needs real text"):
+        recipes.build_config("baseline", overrides={"task": "synthetic", "init_from": "/x"})
+
+
+# -- the command line ----------------------------------------------------------------------------------------
+
+
+def dgxperf(home: Path, *args: str) -> Any:
+    return runner.invoke(app, list(args), env={"DGXPERF_HOME": str(home), "COLUMNS": "400"})
+
+
+CPU = [
+    "pretrain",
+    "--device",
+    "cpu",
+    "--recipe",
+    "baseline",
+    "--preset",
+    "tiny",
+    "--set",
+    "train_samples=300",
+]
+
+
+def test_cli_pretrains_and_prints_json(home: Path, tmp_path: Path) -> None:
+    out = tmp_path / "pre"
+    result = dgxperf(home, *CPU, "--batch-size", "16", "--epochs", "1", "--out", str(out), "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["schema"] == "dgxperf.pretrain/1" and data["out_dir"] == str(out)
+    assert (
+        data["settings"]["epochs"] == 1 and data["settings"]["batch_size"] == 16 and len(data["epochs"]) == 1
+    )
+    assert data["recipe"] == "baseline" and data["model"]["hidden"] == 64
+    assert_valid("pretrain.v1.json", data)
+    assert json.loads((out / RESULT_FILE).read_text()) == data
+    assert (out / ENCODER_FILE).is_file() and (out / TOKENIZER_FILE).is_file()
+
+
+def test_cli_for_people_writes_under_the_home_and_says_how_to_fine_tune(home: Path) -> None:
+    result = dgxperf(home, *CPU, "--batch-size", "32", "--epochs", "1")
+    assert result.exit_code == 0, result.output
+    folders = list((home / "pretrain").iterdir())
+    assert len(folders) == 1 and folders[0].name.endswith("-tiny")
+    assert (folders[0] / ENCODER_FILE).is_file()
+    text = " ".join(result.stdout.split())
+    assert "pretrained " in text and "for 1 epochs of" in text and "masked-LM loss" in text
+    assert f"fine-tune from it: dgxperf train --recipe baseline --set init_from={folders[0]}" in text
+
+
+BAD = [
+    (["--device", "tpu"], "--device 'tpu': use cuda or cpu"),
+    (["--set", "nonsense=1"], "nonsense"),
+    (["--set", "novalue"], "--set 'novalue': use --set field=value"),
+    (["--set", "task=synthetic"], "synthetic data has no text to pretrain on"),
+    (["--set", "precision=fp16"], "fp16 would need a loss scaler"),
+    (["--recipe", "guide"], "fp16 would need a loss scaler"),
+    (["--set", "init_from=/somewhere"], "init_from is for fine-tuning"),
+    (["--recipe", "fast"], "fast"),
+    (["--lr", "2"], "lr=2.0 is not a learning rate"),
+    (["--mask-prob", "0"], "mask_prob=0.0 must be in (0, 1)"),
+    (["--mask-prob", "1"], "mask_prob=1.0 must be in (0, 1)"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD, ids=[" ".join(a) for a, _ in BAD])
+def test_cli_bad_input_exits_2_with_one_line(
+    home: Path, tmp_path: Path, args: list[str], message: str
+) -> None:
+    out = tmp_path / "out"
+    result = dgxperf(home, *CPU, "--out", str(out), *args)
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit)  # no exception escaped: no traceback
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], result.stderr
+    assert "Traceback" not in result.output and result.stdout == ""
+    assert not out.exists()  # refused before anything ran
+
+
+def test_cli_too_little_text_for_the_batch_exits_2(home: Path, tmp_path: Path) -> None:
+    result = dgxperf(
+        home, *CPU, "--batch-size", "100000", "--epochs", "1", "--out", str(tmp_path / "o"), "--json"
+    )
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "not one batch of 100000 rows of 128; lower --batch-size" in lines[0]
+    assert result.stdout == ""
+
+
+def test_cli_epochs_below_one_is_a_usage_error(home: Path) -> None:
+    result = dgxperf(home, *CPU, "--epochs", "0")
+    assert result.exit_code == 2 and "--epochs" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+def test_cli_without_a_gpu_points_to_the_cpu(home: Path, tmp_path: Path) -> None:
+    result = dgxperf(home, "pretrain", "--preset", "tiny", "--out", str(tmp_path / "o"))
+    assert result.exit_code == 2
+    assert "no CUDA GPU is visible" in result.stderr and "--device cpu pretrains on the CPU" in result.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_cli_a_run_that_stops_exits_1(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def stops(*args: Any, **kwargs: Any) -> None:
+        raise PretrainError("the masked-LM loss became nan in epoch 3: lower the learning rate (--lr)")
+
+    monkeypatch.setattr("dgxperf.train.pretrain.pretrain", stops)
+    result = dgxperf(home, *CPU, "--out", str(tmp_path / "o"), "--json")
+    assert result.exit_code == 1
+    lines = result.stderr.strip().splitlines()
+    assert lines == [
+        "pretraining stopped: the masked-LM loss became nan in epoch 3: lower the learning rate (--lr)"
+    ]
+
+
+def test_cli_train_from_a_folder_that_does_not_fit_exits_2(
+    pretrained: Pretrained, home: Path, tmp_path: Path
+) -> None:
+    result = dgxperf(home, "train", "--device", "cpu", "--recipe", "baseline", "--preset", "base", "--set",
+                     "train_samples=300", "--set", f"init_from={pretrained.folder}", "--out", str(tmp_path / "t"),
+                     "--json")  # fmt: skip
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert (
+        len(lines) == 1 and "does not fit this run's model (hidden: pretrained 64, this run 768" in lines[0]
+    )
