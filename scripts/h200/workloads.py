@@ -193,6 +193,46 @@ def mmap_buffer(size: int) -> mmap.mmap:
     return mmap.mmap(-1, size)  # page-aligned, as O_DIRECT needs
 
 
+def gb_per_s(run: Callable[[], object], bytes_moved: int, repeats: int = 5) -> float:
+    """GB/s of ``run`` (moving ``bytes_moved`` each time) after one warm-up call, timed with CUDA events."""
+    run()
+    torch.cuda.synchronize()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(repeats):
+        run()
+    stop.record()
+    torch.cuda.synchronize()
+    return repeats * bytes_moved / (start.elapsed_time(stop) / 1e3) / 1e9
+
+
+def run_fastest_on_few_sms(
+    name: str,
+    launcher: Callable[[int, int, int], Callable[[], None]],
+    bytes_moved: int,
+    reference: str,
+    seconds: float,
+) -> None:
+    """Time ``launcher(programs, block, warps)`` for a few shapes with at most 57% of the SMs holding a
+    program (guide B's rule wants SM activity < 60%: 76 of the H200's 132 SMs), print each rate beside
+    ``reference``, then run the fastest for ``seconds``."""
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    best, chosen = 0.0, (sms // 2, 4096, 8)
+    run = launcher(*chosen)
+    for programs in (sms * 11 // 20, sms * 4 // 7):
+        for block, warps in ((4096, 8), (8192, 8), (8192, 16), (16384, 16)):
+            rate = gb_per_s(launcher(programs, block, warps), bytes_moved)
+            print(f"{name}: {programs} programs x {block} x {warps} warps: {rate:.0f} GB/s ({reference})")
+            if rate > best:
+                best, run, chosen = rate, launcher(programs, block, warps), (programs, block, warps)
+    print(f"{name}: running (programs, block, warps) = {chosen} at {best:.0f} GB/s")
+    end = time.time() + seconds
+    while time.time() < end:
+        for _ in range(10):
+            run()
+        torch.cuda.synchronize()
+
+
 def memory_few_sms(seconds: float) -> None:
     """Guide B's memory-bound signature, SM activity < 60% with DRAM activity > 80% (`memory_bound`): a
     streaming kernel on only part of the SMs. A full-grid elementwise loop keeps every SM resident (the
@@ -211,41 +251,13 @@ def memory_few_sms(seconds: float) -> None:
 
     x = torch.randn(1 << 30, device="cuda")
     y = torch.empty_like(x)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-
-    def bandwidth(run: Callable[[], None]) -> float:
-        run()
-        torch.cuda.synchronize()
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(5):
-            run()
-        stop.record()
-        torch.cuda.synchronize()
-        return 5 * 2 * x.numel() * 4 / (start.elapsed_time(stop) / 1e3) / 1e9
 
     def launcher(programs: int, block: int, warps: int) -> Callable[[], None]:
         return lambda: stream[(programs,)](x, y, x.numel(), BLOCK=block, PROGRAMS=programs, num_warps=warps)
 
-    full = bandwidth(lambda: torch.add(x, 1.0, out=y))
-    # guide B's rule wants SM activity < 60%: at most 76 of the H200's 132 SMs (57%) hold a program
-    best, chosen = 0.0, (sms // 2, 4096, 8)
-    run = launcher(*chosen)
-    for programs in (sms * 11 // 20, sms * 4 // 7):
-        for block, warps in ((4096, 8), (8192, 8), (8192, 16), (16384, 16)):
-            rate = bandwidth(launcher(programs, block, warps))
-            print(
-                f"memory_few_sms: {programs} programs x {block} x {warps} warps: {rate:.0f} GB/s "
-                f"(full grid {full:.0f})"
-            )
-            if rate > best:
-                best, run, chosen = rate, launcher(programs, block, warps), (programs, block, warps)
-    print(f"memory_few_sms: running (programs, block, warps) = {chosen} at {best:.0f} GB/s")
-    end = time.time() + seconds
-    while time.time() < end:
-        for _ in range(10):
-            run()
-        torch.cuda.synchronize()
+    moved = 2 * x.numel() * 4  # read + write
+    full = f"full grid {gb_per_s(lambda: torch.add(x, 1.0, out=y), moved):.0f}"
+    run_fastest_on_few_sms("memory_few_sms", launcher, moved, full, seconds)
 
 
 def memory_copy_engine(seconds: float) -> None:
@@ -254,15 +266,7 @@ def memory_copy_engine(seconds: float) -> None:
     form of guide B's memory-bound signature (`memory_bound`). The bandwidth is printed."""
     x = torch.randn(1 << 30, device="cuda")
     y = torch.empty_like(x)
-    y.copy_(x)
-    torch.cuda.synchronize()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(10):
-        y.copy_(x)
-    stop.record()
-    torch.cuda.synchronize()
-    rate = 10 * 2 * x.numel() * 4 / (start.elapsed_time(stop) / 1e3) / 1e9
+    rate = gb_per_s(lambda: y.copy_(x), 2 * x.numel() * 4, repeats=10)
     print(f"memory_copy_engine: copy_ of 4 GiB: {rate:.0f} GB/s (read + write)")
     end = time.time() + seconds
     while time.time() < end:
@@ -289,40 +293,13 @@ def memory_read_few_sms(seconds: float) -> None:
 
     x = torch.randn(1 << 31, device="cuda")
     out = torch.empty(1024, device="cuda")
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-
-    def bandwidth(run: Callable[[], None]) -> float:
-        run()
-        torch.cuda.synchronize()
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(5):
-            run()
-        stop.record()
-        torch.cuda.synchronize()
-        return 5 * x.numel() * 4 / (start.elapsed_time(stop) / 1e3) / 1e9
 
     def launcher(programs: int, block: int, warps: int) -> Callable[[], None]:
         return lambda: read[(programs,)](x, out, x.numel(), BLOCK=block, PROGRAMS=programs, num_warps=warps)
 
-    full = bandwidth(lambda: out[0].copy_(x.sum()))
-    best, chosen = 0.0, (sms // 2, 4096, 8)
-    run = launcher(*chosen)
-    for programs in (sms * 11 // 20, sms * 4 // 7):
-        for block, warps in ((4096, 8), (8192, 8), (8192, 16), (16384, 16)):
-            rate = bandwidth(launcher(programs, block, warps))
-            print(
-                f"memory_read_few_sms: {programs} programs x {block} x {warps} warps: {rate:.0f} GB/s "
-                f"(torch.sum on the full grid {full:.0f})"
-            )
-            if rate > best:
-                best, run, chosen = rate, launcher(programs, block, warps), (programs, block, warps)
-    print(f"memory_read_few_sms: running (programs, block, warps) = {chosen} at {best:.0f} GB/s")
-    end = time.time() + seconds
-    while time.time() < end:
-        for _ in range(10):
-            run()
-        torch.cuda.synchronize()
+    moved = x.numel() * 4
+    full = f"torch.sum on the full grid {gb_per_s(lambda: out[0].copy_(x.sum()), moved):.0f}"
+    run_fastest_on_few_sms("memory_read_few_sms", launcher, moved, full, seconds)
 
 
 def idle(seconds: float) -> None:
