@@ -7,6 +7,7 @@ MODE: idle | gemm (bf16 8192^3 loop) | memory (elementwise, memory-bound) |
 
 import mmap
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -302,6 +303,41 @@ def memory_read_few_sms(seconds: float) -> None:
     run_fastest_on_few_sms("memory_read_few_sms", launcher, moved, full, seconds)
 
 
+XID_CHILD = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def write_far(p, offset):
+    tl.store(p + offset + tl.arange(0, 128), tl.zeros([128], dtype=tl.float32))
+
+
+x = torch.zeros(128, device="cuda")
+write_far[(1,)](x, 1 << 40)  # 4 TiB past a 512-byte buffer: no page is mapped there
+torch.cuda.synchronize()
+"""
+
+
+def xid_app_fault(seconds: float) -> None:
+    """An application XID on purpose, for `health.hardware`'s XID path on real NVML events: a child
+    process writes 4 TiB past its buffer, the driver kills that process's context (an MMU fault: Xid 31,
+    or 13/43), and NVML's event set reports it. Nothing in the hardware or its settings is touched; the
+    GPU keeps serving other processes. The rule must call it an application XID, not a hardware fault.
+    The kernel log's Xid lines are printed where the container may read them."""
+    time.sleep(3)
+    child = subprocess.run([sys.executable, "-c", XID_CHILD], capture_output=True, text=True, timeout=120)
+    last = (child.stderr.strip().splitlines() or ["(no stderr)"])[-1]
+    print(f"xid_app_fault: child exit {child.returncode}: {last}")
+    torch.ones(1, device="cuda").sum().item()  # this process's context is unaffected
+    print("xid_app_fault: this process still computes")
+    log = subprocess.run(["dmesg"], capture_output=True, text=True)
+    xids = [line for line in log.stdout.splitlines() if "Xid" in line][-5:]
+    print("xid_app_fault: kernel log:", xids or f"no Xid line readable (dmesg exit {log.returncode})")
+    time.sleep(max(0.0, seconds - 3))
+
+
 def idle(seconds: float) -> None:
     torch.ones(1, device="cuda")
     time.sleep(seconds)
@@ -313,5 +349,5 @@ if __name__ == "__main__":
              "starved_swing": starved_swing, "cpu_bound": cpu_bound, "h2d_pinned": h2d_pinned,
              "near_capacity": near_capacity, "iowait": iowait,
              "memory_few_sms": memory_few_sms, "memory_copy_engine": memory_copy_engine,
-             "memory_read_few_sms": memory_read_few_sms}  # fmt: skip
+             "memory_read_few_sms": memory_read_few_sms, "xid_app_fault": xid_app_fault}  # fmt: skip
     modes[mode](duration)
