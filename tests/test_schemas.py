@@ -354,7 +354,20 @@ def test_validate_schema_rejects_broken_results() -> None:
         assert_invalid("validate", without(result, key))
     assert_invalid("validate", without(result, "total_seconds"))  # calls and total_seconds come together
     assert_invalid("validate", without(result, "phases", 0, "state"))
-    assert_invalid("validate", without(result, "phases", 5))  # always six phases
+    assert_invalid("validate", without(result, "phases", 5))  # every phase but pretrain is always there
+    pretrained = copy.deepcopy(result)
+    pretrain_phase = {"name": "pretrain", "state": "ok", "seconds": 367.0, "note": "80 epochs", "error": None,
+                      "what": "masked-LM self-pretraining"}  # fmt: skip
+    pretrained["phases"].insert(2, pretrain_phase)
+    pretrained["plan"] |= {"pretrain_epochs": 80, "init_from": None}
+    pretrained["pretrain"] = {
+        "folder": "pretrain", "epochs": 80, "loss_first": 6.91, "loss_last": 1.72, "tokens_per_epoch": 835584,
+        "tokens_per_s_steady": 217500.0, "total_seconds": 367.0,
+    }  # fmt: skip
+    assert_valid("validate", pretrained)
+    assert_invalid("validate", without(pretrained, "phases", 3))  # seven phases, but no train
+    assert_invalid("validate", without(pretrained, "pretrain", "epochs"))
+    assert_invalid("validate", pretrained | {"plan": pretrained["plan"] | {"pretrain_epochs": 0}})
     assert_invalid("validate", without(result, "recipes", "guide", "summary", "samples_per_s"))
     assert_invalid("validate", without(result, "recipes", "guide", "summary", "steady_mfu"))
     assert_invalid("validate", without(result, "ablation", 1, "vs_reference"))

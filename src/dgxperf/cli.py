@@ -956,7 +956,22 @@ def validate(
     ] = None,
     skip: Annotated[
         list[str] | None,
-        typer.Option("--skip", help="Skip a phase: doctor, bench, train, advise, ablation (repeatable)."),
+        typer.Option(
+            "--skip", help="Skip a phase: doctor, bench, pretrain, train, advise, ablation (repeatable)."
+        ),
+    ] = None,
+    pretrain_epochs: Annotated[
+        int | None,
+        typer.Option(
+            "--pretrain-epochs",
+            min=1,
+            help="Pretrain a masked-LM encoder on the training texts first (H200: 80 epochs of preset large, "
+            "6 min) and fine-tune every recipe from it.",
+        ),
+    ] = None,
+    init_from: Annotated[
+        Path | None,
+        typer.Option("--init-from", help="Fine-tune every recipe from this `dgxperf pretrain` folder."),
     ] = None,
     out: Annotated[
         Path | None, typer.Option("--out", help="Report folder (default: under DGXPERF_HOME/validate).")
@@ -999,7 +1014,7 @@ def validate(
             plan = choose_plan(
                 gpu_count=gpu_count(), quick=quick, gpus=gpus, preset=preset, epochs=epochs,
                 train_samples=train_samples, ablation_steps=ablation_steps, data_dir=data_dir,
-                skip=skip or [],
+                skip=skip or [], pretrain_epochs=pretrain_epochs, init_from=init_from,
             )  # fmt: skip
             out_dir.mkdir(parents=True, exist_ok=True)
             runner = Runner(plan, out_dir)

@@ -49,6 +49,9 @@ def test_plan_defaults_with_and_without_a_gpu() -> None:
         ({"skip": ["report"]}, "--skip report: choose from"),
         ({"gpus": 2}, "--gpus 2: this node has 1 GPU"),
         ({"gpu_count": 0, "gpus": 2}, "quick mode runs one CPU process"),
+        ({"pretrain_epochs": 0}, "--pretrain-epochs 0: pretrain at least one epoch"),
+        ({"pretrain_epochs": 2, "init_from": Path("/tmp")}, "give one"),
+        ({"init_from": Path("/nonexistent")}, "no encoder.pt or tokenizer.json there"),
     ],
 )
 def test_plan_errors(overrides: dict[str, Any], message: str) -> None:
@@ -61,6 +64,21 @@ def test_plan_round_trips_through_json() -> None:
     assert ValidatePlan.from_json(json.loads(json.dumps(original.to_json()))) == original
     with pytest.raises(ValidateError, match=r"not a validate\.json of this version"):
         ValidatePlan.from_json({"mode": "full"})
+    pretraining = plan(pretrain_epochs=80)
+    assert ValidatePlan.from_json(json.loads(json.dumps(pretraining.to_json()))) == pretraining
+
+
+def test_a_run_saved_before_the_pretrain_phase_resumes_without_it(tmp_path: Path) -> None:
+    """validate.json files written before the pretrain phase existed (the H200 ones) have six phases and
+    no pretrain fields in their plan: --resume reads them, and the pretrain phase is skipped, not run."""
+    state = json.loads(H200_ABLATION.read_text())
+    assert "pretrain_epochs" not in state["plan"] and len(state["phases"]) == 6
+    (tmp_path / "validate.json").write_text(json.dumps(state))
+    runner = validate.Runner.resume(tmp_path)
+    assert runner.plan.pretrain_epochs is None and runner.plan.init_from is None and runner.encoder() is None
+    runner._phase("pretrain", lambda: pytest.fail("the pretrain phase must not run"))
+    assert runner.phases["pretrain"].state == "skipped"
+    assert "not asked for" in (runner.phases["pretrain"].note or "")
 
 
 def test_ablation_variants_follow_the_node_and_the_mode() -> None:

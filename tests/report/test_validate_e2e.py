@@ -61,8 +61,9 @@ def test_quick_mode_runs_every_phase_within_five_minutes(quick_run: dict[str, An
     assert quick_run["seconds"] < 300
     assert data["complete"] is True and data["plan"]["mode"] == "quick"
     states = {p["name"]: p["state"] for p in data["phases"]}
-    assert states == {"doctor": "ok", "bench": "skipped", "train": "ok", "advise": "ok", "ablation": "ok",
-                      "report": "ok"}  # fmt: skip
+    assert states == {"doctor": "ok", "bench": "skipped", "pretrain": "skipped", "train": "ok", "advise": "ok",
+                      "ablation": "ok", "report": "ok"}  # fmt: skip
+    assert data["pretrain"] is None and data["recipes"]["guide"]["config"]["init_from"] is None
     for recipe in ("baseline", "guide", "optimized"):
         run = data["recipes"][recipe]
         assert run["summary"]["samples_per_s"] > 0 and run["epochs"] and run["steps"]
@@ -72,6 +73,7 @@ def test_quick_mode_runs_every_phase_within_five_minutes(quick_run: dict[str, An
     assert all(r.get("samples_per_s") for r in data["ablation"])
     md = Path(data["report_md"]).read_text()
     assert "Quick mode" in md and "| baseline |" in md
+    assert "Every recipe started from scratch (--pretrain-epochs N" in md
 
 
 def test_report_numbers_agree_with_the_run_store(quick_run: dict[str, Any]) -> None:
@@ -222,6 +224,9 @@ def test_a_failing_phase_is_recorded_and_the_others_still_run(tmp_path: Path) ->
         (["--gpus", "2"], "--gpus 2: quick mode runs one CPU process"),
         (["--preset", "huge"], "--preset 'huge': choose from tiny, base, large"),
         (["--data-dir", "/nonexistent/x"], "--data-dir /nonexistent/x: no such folder"),
+        (["--init-from", "/nonexistent/enc"], "--init-from /nonexistent/enc: no encoder.pt or tokenizer.json"),
+        (["--pretrain-epochs", "2", "--init-from", "/tmp"], "give one"),
+        (["--skip", "pretrain", "--skip", "nap"], "--skip nap: choose from ablation, advise, bench, doctor, pretrain"),
     ],
 )
 def test_bad_options_are_clear_errors(tmp_path: Path, args: list[str], message: str) -> None:
@@ -255,3 +260,43 @@ def test_resume_of_a_folder_without_a_run_is_a_clear_error(tmp_path: Path) -> No
     (tmp_path / "validate.json").write_text("{not json")
     result = run_validate(tmp_path, "--out", str(tmp_path), "--resume", timeout=60)
     assert result.returncode == 2 and "is not valid JSON" in result.stderr
+
+
+@pytest.mark.timeout(600)
+def test_pretrain_phase_gives_every_recipe_one_encoder_and_init_from_reuses_it(tmp_path: Path) -> None:
+    from tests.test_schemas import assert_valid
+
+    out = tmp_path / "r"
+    small = ["--train-samples", "256", "--epochs", "1", "--skip", "doctor", "--skip", "advise", "--skip", "ablation"]
+    result = run_validate(tmp_path, "--out", str(out), "--pretrain-epochs", "2", *small, "--json")
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    data = json.loads(result.stdout)
+    assert_valid("validate", data)
+    phases = {p["name"]: p for p in data["phases"]}
+    assert [p["name"] for p in data["phases"]][:4] == ["doctor", "bench", "pretrain", "train"]
+    assert phases["pretrain"]["state"] == "ok" and "2 epochs, masked-LM loss" in phases["pretrain"]["note"]
+    assert "fine-tuned from the pretrained encoder" in phases["train"]["note"]
+    pretrained = data["pretrain"]
+    assert pretrained["epochs"] == 2 and pretrained["loss_last"] < pretrained["loss_first"]
+    encoder = out / "pretrain"
+    assert (encoder / "encoder.pt").is_file() and (encoder / "tokenizer.json").is_file()
+    for recipe, run in data["recipes"].items():
+        assert run["config"]["init_from"] == str(encoder), recipe
+    assert "fine-tuned from one encoder pretrained here" in Path(data["report_md"]).read_text()
+
+    # The same encoder again, without pretraining: the phase is skipped and says where the weights come from.
+    again = run_validate(tmp_path, "--out", str(tmp_path / "again"), "--init-from", str(encoder), *small,
+                         "--skip", "train", "--json")  # fmt: skip
+    assert again.returncode == 0, again.stderr[-3000:]
+    reused = json.loads(again.stdout)
+    note = {p["name"]: p for p in reused["phases"]}["pretrain"]["note"]
+    assert note == f"fine-tuning from {encoder} (--init-from)"
+    assert reused["plan"]["init_from"] == str(encoder) and reused["pretrain"] is None
+    assert f"fine-tuned from the pretrained encoder in {encoder}" in Path(reused["report_md"]).read_text()
+
+    # An encoder of another shape is refused before anything runs.
+    wrong = run_validate(tmp_path, "--out", str(tmp_path / "wrong"), "--init-from", str(encoder),
+                         "--preset", "base", timeout=60)  # fmt: skip
+    assert wrong.returncode == 2 and "Traceback" not in wrong.stderr
+    said = " ".join(wrong.stderr.split())  # the console wraps long lines
+    assert "its encoder has layers 2 (preset base: 12), hidden 64 (preset base: 768)" in said

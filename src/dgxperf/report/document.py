@@ -229,8 +229,27 @@ def _choices(result: Mapping[str, Any]) -> str:
             else f", ablation over {plan.get('ablation_steps')} steps per variant"
         )
         + (f"; set on every run: {', '.join(f'{k}={v}' for k, v in shared.items())}" if shared else "")
-        + "."
+        + ". "
+        + _start(result)
     )
+
+
+def _start(result: Mapping[str, Any]) -> str:
+    """Where the recipes' weights started: accuracy means different things from scratch and fine-tuned."""
+    plan = result.get("plan") or {}
+    pretrained = result.get("pretrain")
+    if pretrained:
+        return (
+            f"Every recipe was fine-tuned from one encoder pretrained here as a masked language model on the "
+            f"training texts: {pretrained.get('epochs')} epochs, loss {_num(pretrained.get('loss_first'), '{:.2f}')}"
+            f" -> {_num(pretrained.get('loss_last'), '{:.2f}')}, {_num(pretrained.get('total_seconds'))} s "
+            "(the pretrain phase; not counted in the recipes' epoch times)."
+        )
+    if plan.get("init_from"):
+        return f"Every recipe was fine-tuned from the pretrained encoder in {plan['init_from']} (--init-from)."
+    if plan.get("pretrain_epochs"):
+        return "Pretraining was asked for but gave no encoder (see the phase table): every recipe started from scratch."
+    return "Every recipe started from scratch (--pretrain-epochs N pretrains one encoder for all first)."
 
 
 # -- Markdown -------------------------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """`dgxperf validate`: guide A §7's validation for this node as one command, and one report.
 
-Phases, in order: the node audit (doctor), the ceilings (bench all --quick), the three recipes trained on
-the same data, preset, max length and epochs with the monitor recording in the background, the advisor on
+Phases, in order: the node audit (doctor), the ceilings (bench all --quick), masked-LM self-pretraining
+on the training texts when asked (``--pretrain-epochs``; or ``--init-from`` an earlier `dgxperf pretrain`
+folder), the three recipes trained on the same data, preset, max length and epochs — fine-tuned from that
+one encoder when there is one — with the monitor recording in the background, the advisor on
 each recording, an ablation of every piece of ``optimized`` (each removed from ``optimized`` and added to
 ``guide``, over a fixed number of steps), and the Markdown + HTML report.
 
@@ -38,6 +40,7 @@ RECIPES = ("baseline", "guide", "optimized")
 PHASES = (
     ("doctor", "node audit against both guides"),
     ("bench", "GEMM, HBM, PCIe and NCCL ceilings vs datasheet peaks (bench all --quick)"),
+    ("pretrain", "masked-LM self-pretraining on the training texts, one encoder for every recipe"),
     ("train", "baseline, guide and optimized on the same data, with telemetry"),
     ("advise", "what slowed each recipe, from its telemetry"),
     ("ablation", "the measured effect of each optimisation on its own"),
@@ -121,6 +124,8 @@ class ValidatePlan:
     data_args: tuple[str, ...]
     skip: frozenset[str]
     reason: str
+    pretrain_epochs: int | None = None  # pretrain an encoder first (the pretrain phase)
+    init_from: str | None = None  # or fine-tune from this `dgxperf pretrain` folder
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -130,8 +135,13 @@ class ValidatePlan:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ValidatePlan:
+        optional = {"pretrain_epochs", "init_from"}  # absent from plans saved before they existed
         try:
-            fields = {f.name: data[f.name] for f in dataclasses.fields(cls)}
+            fields = {
+                f.name: data[f.name]
+                for f in dataclasses.fields(cls)
+                if f.name in data or f.name not in optional
+            }
         except KeyError as exc:
             raise ValidateError(
                 f"the saved plan has no {exc.args[0]!r}: not a validate.json of this version"
@@ -146,6 +156,10 @@ class ValidatePlan:
 # the tiny model needs a larger learning rate than the shared 5e-5 to move in so few steps.
 QUICK_SHARED = {"compile": "false", "lr": "5e-4", "num_workers": "0", "batch_size": "32", "grad_accum": "1"}
 QUICK_TRAIN_SAMPLES = 1024
+# Quick mode's pretraining: 1,024 short reviews make ~570 rows of 128 tokens, so batches of 32 rows give
+# ~17 steps an epoch rather than 4.
+QUICK_PRETRAIN_BATCH = 32
+ENCODER_FILES = ("encoder.pt", "tokenizer.json")
 
 
 def choose_plan(
@@ -159,11 +173,14 @@ def choose_plan(
     ablation_steps: int | None,
     data_dir: Path | None,
     skip: Sequence[str],
+    pretrain_epochs: int | None = None,
+    init_from: Path | None = None,
 ) -> ValidatePlan:
     known = {name for name, _ in PHASES} - {"report"}
     unknown = sorted(set(skip) - known)
     if unknown:
         raise ValidateError(f"--skip {', '.join(unknown)}: choose from {', '.join(sorted(known))}")
+    encoder = _check_encoder_options(pretrain_epochs, init_from)
     data_args = ("--data-dir", str(data_dir)) if data_dir is not None else ()
     if gpu_count == 0 or quick:
         reason = (
@@ -173,34 +190,79 @@ def choose_plan(
         )
         if gpus > 1:
             raise ValidateError(f"--gpus {gpus}: quick mode runs one CPU process")
-        return ValidatePlan(
-            mode="quick",
-            device="cpu",
-            gpus=1,
-            preset=preset or "tiny",
-            epochs=epochs or 2,
-            train_samples=train_samples if train_samples is not None else QUICK_TRAIN_SAMPLES,
-            ablation_steps=ablation_steps or 6,
-            shared=dict(QUICK_SHARED),
-            data_args=data_args,
-            skip=frozenset(skip) | {"bench"},
-            reason=reason + "; GPU figures (MFU, GPU telemetry, ceilings) are absent.",
+        return _fits_encoder(
+            ValidatePlan(
+                mode="quick",
+                device="cpu",
+                gpus=1,
+                preset=preset or "tiny",
+                epochs=epochs or 2,
+                train_samples=train_samples if train_samples is not None else QUICK_TRAIN_SAMPLES,
+                ablation_steps=ablation_steps or 6,
+                shared=dict(QUICK_SHARED),
+                data_args=data_args,
+                skip=frozenset(skip) | {"bench"},
+                reason=reason + "; GPU figures (MFU, GPU telemetry, ceilings) are absent.",
+                **encoder,
+            )
         )
     if gpus > gpu_count:
         raise ValidateError(f"--gpus {gpus}: this node has {gpu_count} GPU(s)")
-    return ValidatePlan(
-        mode="full",
-        device="cuda",
-        gpus=gpus,
-        preset=preset or "large",
-        epochs=epochs or 1,
-        train_samples=train_samples,
-        ablation_steps=ablation_steps or 40,
-        shared={},
-        data_args=data_args,
-        skip=frozenset(skip),
-        reason=f"{gpus} GPU(s) of {gpu_count}",
+    return _fits_encoder(
+        ValidatePlan(
+            mode="full",
+            device="cuda",
+            gpus=gpus,
+            preset=preset or "large",
+            epochs=epochs or 1,
+            train_samples=train_samples,
+            ablation_steps=ablation_steps or 40,
+            shared={},
+            data_args=data_args,
+            skip=frozenset(skip),
+            reason=f"{gpus} GPU(s) of {gpu_count}",
+            **encoder,
+        )
     )
+
+
+def _check_encoder_options(pretrain_epochs: int | None, init_from: Path | None) -> dict[str, Any]:
+    if pretrain_epochs is not None and init_from is not None:
+        raise ValidateError(
+            "--pretrain-epochs and --init-from both choose the encoder to fine-tune from: give one"
+        )
+    if pretrain_epochs is not None and pretrain_epochs < 1:
+        raise ValidateError(f"--pretrain-epochs {pretrain_epochs}: pretrain at least one epoch")
+    if init_from is None:
+        return {"pretrain_epochs": pretrain_epochs, "init_from": None}
+    missing = [name for name in ENCODER_FILES if not (init_from / name).is_file()]
+    if missing:
+        raise ValidateError(
+            f"--init-from {init_from}: no {' or '.join(missing)} there; "
+            "give a folder written by `dgxperf pretrain`"
+        )
+    return {"pretrain_epochs": None, "init_from": str(init_from.resolve())}
+
+
+def _fits_encoder(plan: ValidatePlan) -> ValidatePlan:
+    """An --init-from encoder of another preset would fail every run at load: say so before any runs."""
+    from dgxperf.train.model import PRESETS
+
+    if plan.init_from is None:
+        return plan
+    try:
+        model = json.loads((Path(plan.init_from) / "pretrain.json").read_text()).get("model") or {}
+    except (OSError, json.JSONDecodeError, AttributeError):
+        return plan  # no readable summary: the weights themselves are checked when each run loads them
+    shape = PRESETS[plan.preset]
+    differ = [f"{key} {model[key]} (preset {plan.preset}: {shape[key]})"
+              for key in ("layers", "hidden") if key in model and model[key] != shape[key]]  # fmt: skip
+    if differ:
+        raise ValidateError(
+            f"--init-from {plan.init_from}: its encoder has {', '.join(differ)}; "
+            "give --preset to match it, or pretrain this preset"
+        )
+    return plan
 
 
 @dataclasses.dataclass
@@ -231,6 +293,7 @@ class Runner:
         self.data: dict[str, Any] = {
             "doctor": None,
             "bench": None,
+            "pretrain": None,
             "recipes": {},
             "advice": {},
             "ablation": [],
@@ -276,6 +339,7 @@ class Runner:
         steps: list[tuple[str, Callable[[], str | None]]] = [
             ("doctor", self._doctor),
             ("bench", self._bench),
+            ("pretrain", self._pretrain),
             ("train", self._train),
             ("advise", self._advise),
             ("ablation", self._ablation),
@@ -300,6 +364,14 @@ class Runner:
             record.state = "skipped"
             quick_bench = name == "bench" and self.plan.mode == "quick"
             record.note = "skipped: no GPU in quick mode" if quick_bench else "skipped (--skip)"
+            return
+        if name == "pretrain" and self.plan.pretrain_epochs is None:
+            record.state = "skipped"
+            record.note = (
+                f"fine-tuning from {self.plan.init_from} (--init-from)"
+                if self.plan.init_from
+                else "not asked for: the recipes train from scratch (--pretrain-epochs N pretrains first)"
+            )
             return
         record.state = "running"
         self.progress(f"{name}: starting")
@@ -341,6 +413,48 @@ class Runner:
         self.data["bench"] = {"summary": result.get("summary"), "run_id": result.get("run_id")}
         return None
 
+    def _pretrain(self) -> str | None:
+        plan = self.plan
+        args = ["pretrain", "--recipe", "optimized", "--device", plan.device, "--preset", plan.preset]
+        args += ["--epochs", str(plan.pretrain_epochs), "--out", str(self.out_dir / "pretrain"), "--json"]
+        if plan.mode == "quick":
+            args += ["--batch-size", str(QUICK_PRETRAIN_BATCH)]
+        args += plan.data_args
+        for key, value in self._shared_fields().items():
+            args += ["--set", f"{key}={value}"]
+        result = self._dgxperf_json(args, "pretrain", what="pretrain")
+        epochs = result.get("epochs") or []
+        if not epochs:
+            raise PhaseError("pretrain printed a result without epochs (see logs/pretrain.log)")
+        self.data["pretrain"] = {
+            "folder": "pretrain",
+            "epochs": len(epochs),
+            "loss_first": epochs[0].get("loss"),
+            "loss_last": epochs[-1].get("loss"),
+            "tokens_per_epoch": result.get("tokens_per_epoch"),
+            "tokens_per_s_steady": result.get("tokens_per_s_steady"),
+            "total_seconds": result.get("total_seconds"),
+        }
+        p = self.data["pretrain"]
+        return (
+            f"{p['epochs']} epochs, masked-LM loss {p['loss_first']:.2f} -> {p['loss_last']:.2f}, "
+            f"{p['tokens_per_s_steady'] or 0:,.0f} tokens/s"
+        )
+
+    def encoder(self) -> str | None:
+        """The `dgxperf pretrain` folder every recipe fine-tunes from, or None (from scratch)."""
+        if self.plan.init_from:
+            return self.plan.init_from
+        if self.data.get("pretrain"):
+            return str(self.out_dir / self.data["pretrain"]["folder"])
+        return None
+
+    def _shared_fields(self) -> dict[str, str]:
+        fields = dict(self.plan.shared)
+        if self.plan.train_samples is not None:
+            fields["train_samples"] = str(self.plan.train_samples)
+        return fields
+
     def _train(self) -> str | None:
         failures = []
         for recipe in RECIPES:
@@ -354,16 +468,20 @@ class Runner:
             self.save()
         if failures:
             raise PhaseError("; ".join(failures))
-        return f"{self.plan.epochs} epoch(s) each, preset {self.plan.preset}"
+        start = "fine-tuned from the pretrained encoder" if self.encoder() else "from scratch"
+        if self.plan.pretrain_epochs is not None and not self.encoder():
+            start += " (the pretrain phase gave no encoder)"
+        return f"{self.plan.epochs} epoch(s) each, preset {self.plan.preset}, {start}"
 
     def _train_args(self, recipe: str, fields: Mapping[str, str], out: Path) -> list[str]:
         plan = self.plan
         args = ["train", "--recipe", recipe, "--device", plan.device, "--gpus", str(plan.gpus)]
         args += ["--preset", plan.preset, "--epochs", str(plan.epochs), "--no-checkpoint", "--json"]
         args += ["--out", str(out), *plan.data_args]
-        merged = dict(plan.shared)
-        if plan.train_samples is not None:
-            merged["train_samples"] = str(plan.train_samples)
+        merged = self._shared_fields()
+        encoder = self.encoder()
+        if encoder:
+            merged["init_from"] = encoder
         merged.update(fields)
         for key, value in merged.items():
             args += ["--set", f"{key}={value}"]
