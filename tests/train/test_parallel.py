@@ -1,4 +1,4 @@
-"""What parallel.py applies to the model from outside it: activation checkpointing."""
+"""What parallel.py applies to the model from outside it: activation checkpointing; the compile counter."""
 
 from __future__ import annotations
 
@@ -48,3 +48,19 @@ def test_activation_checkpointing_recomputes_each_block_in_backward() -> None:
     assert len(calls) == 1
     loss.backward()
     assert len(calls) == 2  # the forward ran again during backward: its activations were not kept
+
+
+def test_compiled_graphs_counts_each_new_shape_that_recompiles() -> None:
+    """The counter behind graphs_compiled in step and epoch records: one per graph dynamo builds, none for
+    a call that reuses one (the eager backend compiles in milliseconds; the count is dynamo's, not the
+    backend's)."""
+    layer = torch.nn.Linear(8, 8)
+    layer.compile(backend="eager", dynamic=None)
+    before = parallel.compiled_graphs()
+    layer(torch.randn(4, 16, 8))
+    assert parallel.compiled_graphs() == before + 1
+    layer(torch.randn(4, 16, 8))  # same shape: reused
+    assert parallel.compiled_graphs() == before + 1
+    layer(torch.randn(4, 24, 8))  # a new length: recompiled with a symbolic length ...
+    layer(torch.randn(4, 40, 8))  # ... which serves the next one
+    assert parallel.compiled_graphs() == before + 2

@@ -37,9 +37,11 @@ def test_warm_up_leaves_the_training_exactly_as_it_was(tmp_path: Path) -> None:
     cfg = dict(
         epochs="1", compile="false", num_workers="0", bucketing="true", padding="dynamic", dropout="0.1"
     )
-    plain = run(config("optimized", **cfg), tmp_path / "plain", checkpoints=False)
-    warmed = run(config("optimized", **cfg, warm_shapes="true"), tmp_path / "warm", checkpoints=False)
+    assert recipes.OPTIMIZED.warm_shapes and not recipes.GUIDE.warm_shapes  # on in the optimized recipe
+    plain = run(config("optimized", **cfg, warm_shapes="false"), tmp_path / "plain", checkpoints=False)
+    warmed = run(config("optimized", **cfg), tmp_path / "warm", checkpoints=False)
     assert plain["shape_warmup"] is None and warmed["shape_warmup"]["seconds"] > 0
+    assert warmed["shape_warmup"]["graphs_compiled"] == 0  # compile=false: nothing to compile
     losses = [[s["loss"] for s in records(tmp_path / name, "step")] for name in ("plain", "warm")]
     assert len(losses[0]) >= 3 and losses[0] == losses[1]
     assert plain["test"] == warmed["test"]

@@ -440,6 +440,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
         loss_sum = torch.zeros((), device=context.device)
         nonfinite = torch.zeros((), device=context.device, dtype=torch.long)
         window_losses = 0
+        graphs_at_epoch = graphs_at_window = parallel.compiled_graphs()
         micro_in_epoch = consumed
         resumed_at = consumed
         epoch_started = time.perf_counter()
@@ -529,6 +530,10 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
                 if scaler is not None:
                     record["loss_scale"] = float(scaler.get_scale())
                     record["skipped_steps"] = _skipped_steps(optimizer, step)
+                if config.compile:  # a window that compiled is slow for that reason: say so next to its rate
+                    graphs_now = parallel.compiled_graphs()
+                    record["graphs_compiled"] = graphs_now - graphs_at_window
+                    graphs_at_window = graphs_now
                 log.write(record)
                 windows.append(rates)
                 if options.on_log and context.is_main:
@@ -542,6 +547,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
                 save_checkpoint()
                 meter.resume()
         train_seconds = time.perf_counter() - epoch_started
+        graphs_in_epoch = parallel.compiled_graphs() - graphs_at_epoch  # before evaluation, which compiles its own
         totals = meter.totals()
         dev = evaluate(model, task.dev, config, context, model_config.num_labels, sharded=sharded)
         epoch_record = {
@@ -562,6 +568,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
             "dev_macro_f1": dev["macro_f1"],
             "dev_loss": dev["loss"],
             "resumed_mid_epoch": resumed_at > 0,
+            **({"graphs_compiled": graphs_in_epoch} if config.compile else {}),
         }
         history.append(epoch_record)
         log.write(epoch_record)

@@ -147,6 +147,14 @@ def compile_blocks(model: Any, config: TrainConfig) -> Any:
     return model
 
 
+def compiled_graphs() -> int:
+    """Graphs torch.compile has compiled in this process so far (each new batch shape or variant of the
+    inputs can add one: seconds of stall on the step that meets it)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
 def wrap_ddp(model: Any, config: TrainConfig, context: RunContext) -> Any:
     """DDP with the recipe's flags and communication hook (none, fp16/bf16 compression, PowerSGD)."""
     from torch.nn.parallel import DistributedDataParallel as DDP

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from dgxperf.train import checkpoint
+from dgxperf.train import checkpoint, parallel
 from dgxperf.train.data import padded_length
 from dgxperf.train.recipes import TrainConfig
 from dgxperf.train.tokenizer import CLS_ID
@@ -59,6 +59,7 @@ def warm_shapes(model: Any, shapes: list[Shape], context: Any, autocast: Callabl
     import torch
 
     rng = checkpoint.rng_state()
+    graphs = parallel.compiled_graphs()
     began = time.perf_counter()
     for batch, length, full in shapes:
         ids = torch.full((batch, length), CLS_ID, dtype=torch.long, device=context.device)
@@ -74,4 +75,8 @@ def warm_shapes(model: Any, shapes: list[Shape], context: Any, autocast: Callabl
         param.grad = None
     context.sync()
     checkpoint.set_rng_state(rng)
-    return {"shapes": [list(s) for s in shapes], "seconds": round(time.perf_counter() - began, 3)}
+    return {
+        "shapes": [list(s) for s in shapes],
+        "seconds": round(time.perf_counter() - began, 3),
+        "graphs_compiled": parallel.compiled_graphs() - graphs,
+    }
