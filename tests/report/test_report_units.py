@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from pathlib import Path
@@ -118,6 +119,11 @@ def test_recipe_table_carries_the_h200_numbers_and_run_ids() -> None:
     assert by_recipe["optimized"]["vs guide (epoch)"] == "4.44x"
     assert by_recipe["baseline"]["vs baseline (epoch)"] == "1.00x"
     assert by_recipe["baseline"]["run"] == "#2" and by_recipe["guide"]["test acc"] == "80.99%"
+    assert by_recipe["optimized"]["warm-up (s)"] == "—"  # measured before optimized warmed its shapes up
+    warmed = copy.deepcopy(result)
+    warmed["recipes"]["optimized"]["shape_warmup"] = {"shapes": 31, "seconds": 52.25, "graphs_compiled": 6}
+    _, rows = document.recipe_table(warmed)
+    assert {row[0]: dict(zip(headers, row, strict=True)) for row in rows}["optimized"]["warm-up (s)"] == "52.2"
 
 
 def test_reports_render_every_section_and_stay_self_contained(tmp_path: Path) -> None:

@@ -64,6 +64,8 @@ def test_quick_mode_runs_every_phase_within_five_minutes(quick_run: dict[str, An
     assert states == {"doctor": "ok", "bench": "skipped", "pretrain": "skipped", "train": "ok", "advise": "ok",
                       "ablation": "ok", "report": "ok"}  # fmt: skip
     assert data["pretrain"] is None and data["recipes"]["guide"]["config"]["init_from"] is None
+    assert data["recipes"]["guide"]["shape_warmup"] is None  # only optimized warms its shapes up
+    assert data["recipes"]["optimized"]["shape_warmup"]["shapes"] >= 2
     for recipe in ("baseline", "guide", "optimized"):
         run = data["recipes"][recipe]
         assert run["summary"]["samples_per_s"] > 0 and run["epochs"] and run["steps"]

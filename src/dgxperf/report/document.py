@@ -20,8 +20,9 @@ Table = tuple[list[str], list[list[str]]]
 
 NOTE_EPOCH = (
     "Epoch time and samples/s (epoch) are those of the last epoch as a whole, data loading counted and "
-    "evaluation excluded; samples/s (steady) is the median of its logged windows after the first, the rate "
-    "a long run settles at"
+    "evaluation excluded; warm-up is the one-time pass over every batch shape before the first epoch "
+    "(the recipes with warm_shapes: compilation happens there rather than inside an epoch); samples/s "
+    "(steady) is the median of its logged windows after the first, the rate a long run settles at"
 )
 
 
@@ -58,8 +59,8 @@ def _ratio(a: Any, b: Any) -> str:
 def recipe_table(result: Mapping[str, Any]) -> Table:
     """Guide A §7's table for this node: one row per recipe."""
     basis = rate_basis(result)
-    headers = ["recipe", "epoch time (s)", "samples/s (epoch)", "samples/s (steady)", "tokens/s", "MFU",
-               "peak memory (GB)", "dev acc", "test acc", f"vs baseline ({basis})", f"vs guide ({basis})",
+    headers = ["recipe", "epoch time (s)", "warm-up (s)", "samples/s (epoch)", "samples/s (steady)", "tokens/s",
+               "MFU", "peak memory (GB)", "dev acc", "test acc", f"vs baseline ({basis})", f"vs guide ({basis})",
                "run"]  # fmt: skip
     runs = result.get("recipes") or {}
     rate = {n: recipe_rates(r["summary"], basis)[0] for n, r in runs.items() if "summary" in r}
@@ -74,6 +75,7 @@ def recipe_table(result: Mapping[str, Any]) -> Table:
         rows.append([
             name,
             _num(s.get("epoch_seconds"), "{:,.1f}"),
+            _num((run.get("shape_warmup") or {}).get("seconds"), "{:,.1f}"),
             _num(s.get("samples_per_s")),
             _num(s.get("steady_samples_per_s")),
             _num(tokens),

@@ -512,6 +512,7 @@ class Runner:
                 for e in result.get("epochs", [])
             ],
             "steps": _read_steps(out / "metrics.jsonl"),
+            "shape_warmup": _warmup_summary(result.get("shape_warmup")),
             "global_batch": result.get("global_batch"),
             "lr": result.get("lr"),
             "config": result.get("config"),
@@ -732,6 +733,17 @@ def _read_steps(path: Path, *, last_only: bool = False) -> list[dict[str, Any]]:
         if record.get("type") == "step":
             steps.append({k: record.get(k) for k in keep})
     return steps
+
+
+def _warmup_summary(warmup: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The shape warm-up's one-time cost, without its list of shapes."""
+    if not warmup:
+        return None
+    return {
+        "shapes": len(warmup.get("shapes") or []),
+        "seconds": warmup.get("seconds"),
+        "graphs_compiled": warmup.get("graphs_compiled"),
+    }
 
 
 def _timeline(samples: Sequence[Any]) -> dict[str, list[float | None]]:
