@@ -231,3 +231,14 @@ def test_h200_ablation_report_agrees_with_its_run_store() -> None:
         ROOT / "docs" / "benchmarks" / "2026-12-03-h200-validate-ablation" / "validate.json"
     ).read_text()
     assert json.loads(committed) == result
+
+
+def test_the_pretrain_phase_resumes_from_the_checkpoint_an_interrupted_call_left(tmp_path: Path) -> None:
+    runner = validate.Runner(plan(gpu_count=0, pretrain_epochs=3), tmp_path)
+    args = runner.pretrain_args()
+    assert args[:2] == ["pretrain", "--recipe"] and "--resume" not in args
+    assert args[args.index("--epochs") + 1] == "3" and args[args.index("--batch-size") + 1] == "32"
+    assert "compile=false" in args and f"train_samples={validate.QUICK_TRAIN_SAMPLES}" in args
+    (tmp_path / "pretrain").mkdir()
+    (tmp_path / "pretrain" / "checkpoint.pt").write_bytes(b"")
+    assert runner.pretrain_args()[-1] == "--resume"

@@ -25,6 +25,7 @@ from dgxperf.train.data import DataError, EncodedSplit, synthetic_task
 from dgxperf.train.loop import Prepared, RunOptions, train
 from dgxperf.train.model import Encoder, ModelConfig, preset
 from dgxperf.train.pretrain import (
+    CHECKPOINT_FILE,
     ENCODER_FILE,
     ENCODER_SCHEMA,
     HEAD_PREFIXES,
@@ -341,6 +342,75 @@ def test_the_same_seed_gives_the_same_run(tmp_path: Path, monkeypatch: pytest.Mo
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+# -- checkpoints and --resume -------------------------------------------------------------------------------
+
+
+class Interrupt:
+    """An on_epoch callback that stops the run like Ctrl-C after ``epoch`` epochs."""
+
+    def __init__(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __call__(self, record: dict[str, Any]) -> None:
+        if record["epoch"] == self.epoch:
+            raise KeyboardInterrupt
+
+
+def test_resume_after_an_interruption_gives_the_run_that_never_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Weights, optimizer, schedule, the row and mask generators and dropout's RNG all come back: the
+    resumed run's losses and encoder equal, to the bit, those of a run that was never stopped."""
+    fake_data(monkeypatch)
+    settings = dataclasses.replace(SETTINGS, epochs=4, batch_size=4)
+    whole = pretrain(config(), settings, tmp_path / "whole", tmp_path / "c", device="cpu", checkpoint_every=1)
+    assert whole["resumed_at_epoch"] is None and not (tmp_path / "whole" / CHECKPOINT_FILE).exists()
+    with pytest.raises(KeyboardInterrupt):
+        pretrain(config(), settings, tmp_path / "cut", tmp_path / "c", device="cpu", checkpoint_every=1,
+                 on_epoch=Interrupt(2))  # fmt: skip
+    assert (tmp_path / "cut" / CHECKPOINT_FILE).is_file() and not (tmp_path / "cut" / ENCODER_FILE).exists()
+    resumed = pretrain(config(), settings, tmp_path / "cut", tmp_path / "c", device="cpu", checkpoint_every=1,
+                       resume=True)  # fmt: skip
+    assert resumed["resumed_at_epoch"] == 2 and len(resumed["epochs"]) == 4
+    assert [e["loss"] for e in resumed["epochs"]] == [e["loss"] for e in whole["epochs"]]
+    a, b = (read_encoder(tmp_path / name)["state"] for name in ("whole", "cut"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not (tmp_path / "cut" / CHECKPOINT_FILE).exists()  # removed once the encoder is written
+
+
+def test_checkpoints_are_written_every_n_epochs_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_data(monkeypatch)
+    settings = dataclasses.replace(SETTINGS, epochs=4, batch_size=4)
+    with pytest.raises(KeyboardInterrupt):  # epoch 1 of checkpoint_every=2: nothing saved yet
+        pretrain(config(), settings, tmp_path / "a", tmp_path / "c", device="cpu", checkpoint_every=2,
+                 on_epoch=Interrupt(1))  # fmt: skip
+    assert not (tmp_path / "a" / CHECKPOINT_FILE).exists()
+    with pytest.raises(KeyboardInterrupt):  # the default writes none at all
+        pretrain(config(), settings, tmp_path / "b", tmp_path / "c", device="cpu", on_epoch=Interrupt(3))
+    assert not (tmp_path / "b" / CHECKPOINT_FILE).exists()
+
+
+def test_resume_refuses_what_it_cannot_continue(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_data(monkeypatch)
+    settings = dataclasses.replace(SETTINGS, epochs=3, batch_size=4)
+    with pytest.raises(PretrainInputError, match=r"--resume: no checkpoint\.pt in"):
+        pretrain(config(), settings, tmp_path / "none", tmp_path / "c", device="cpu", resume=True)
+    with pytest.raises(PretrainInputError, match=r"checkpoint_every=-1: use 0 \(none\) or a number of epochs"):
+        pretrain(config(), settings, tmp_path / "x", tmp_path / "c", device="cpu", checkpoint_every=-1)
+    with pytest.raises(KeyboardInterrupt):
+        pretrain(config(), settings, tmp_path / "cut", tmp_path / "c", device="cpu", checkpoint_every=1,
+                 on_epoch=Interrupt(1))  # fmt: skip
+    other = dataclasses.replace(settings, lr=2e-3, epochs=5)  # a different schedule: the state means nothing
+    with pytest.raises(PretrainInputError, match=r"another run \(epochs: checkpoint 3, now 5, lr: checkpoint 0\.001"):
+        pretrain(config(), other, tmp_path / "cut", tmp_path / "c", device="cpu", resume=True)
+    (tmp_path / "cut" / CHECKPOINT_FILE).write_bytes(b"not a checkpoint")
+    with pytest.raises(PretrainInputError, match=r"cannot read the checkpoint"):
+        pretrain(config(), settings, tmp_path / "cut", tmp_path / "c", device="cpu", resume=True)
+    torch.save({"schema": "something/1"}, tmp_path / "cut" / CHECKPOINT_FILE)
+    with pytest.raises(PretrainInputError, match=r"not a dgxperf pretraining checkpoint"):
+        pretrain(config(), settings, tmp_path / "cut", tmp_path / "c", device="cpu", resume=True)
+
+
 # -- loading a pretrained folder -----------------------------------------------------------------------------
 
 
@@ -642,3 +712,37 @@ def test_cli_train_from_a_folder_that_does_not_fit_exits_2(
     assert (
         len(lines) == 1 and "does not fit this run's model (hidden: pretrained 64, this run 768" in lines[0]
     )
+
+
+def test_cli_ctrl_c_says_how_to_resume_and_resume_finishes(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dgxperf import cli_pretrain
+
+    out = tmp_path / "o"
+    args = [*CPU, "--batch-size", "16", "--epochs", "3", "--checkpoint-every", "1", "--out", str(out)]
+    real_update = cli_pretrain._Progress.update
+
+    def interrupted(self: Any, record: dict[str, Any]) -> None:
+        real_update(self, record)
+        if record["epoch"] == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_pretrain._Progress, "update", interrupted)
+    result = dgxperf(home, *args)
+    assert result.exit_code == 130
+    assert f"the same command with --out {out} --resume" in " ".join(result.stderr.split())
+    monkeypatch.setattr(cli_pretrain._Progress, "update", real_update)
+    result = dgxperf(home, *args, "--resume", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["resumed_at_epoch"] == 2 and [e["epoch"] for e in data["epochs"]] == [1, 2, 3]
+    assert_valid("pretrain.v1.json", data)
+
+
+def test_cli_resume_needs_out_and_a_checkpoint(home: Path, tmp_path: Path) -> None:
+    result = dgxperf(home, *CPU, "--resume")
+    assert result.exit_code == 2 and "--resume needs --out DIR" in result.stderr
+    result = dgxperf(home, *CPU, "--resume", "--out", str(tmp_path / "empty"))
+    assert result.exit_code == 2 and "--resume: no checkpoint.pt in" in " ".join(result.stderr.split())
+    assert "Traceback" not in result.output

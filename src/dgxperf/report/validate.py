@@ -413,16 +413,26 @@ class Runner:
         self.data["bench"] = {"summary": result.get("summary"), "run_id": result.get("run_id")}
         return None
 
-    def _pretrain(self) -> str | None:
+    def pretrain_args(self) -> list[str]:
+        """The `dgxperf pretrain` command of the pretrain phase; it resumes from the checkpoint an
+        interrupted call left (validate --resume)."""
+        from dgxperf.train.pretrain import CHECKPOINT_FILE
+
         plan = self.plan
+        folder = self.out_dir / "pretrain"
         args = ["pretrain", "--recipe", "optimized", "--device", plan.device, "--preset", plan.preset]
-        args += ["--epochs", str(plan.pretrain_epochs), "--out", str(self.out_dir / "pretrain"), "--json"]
+        args += ["--epochs", str(plan.pretrain_epochs), "--out", str(folder), "--json"]
         if plan.mode == "quick":
             args += ["--batch-size", str(QUICK_PRETRAIN_BATCH)]
         args += plan.data_args
         for key, value in self._shared_fields().items():
             args += ["--set", f"{key}={value}"]
-        result = self._dgxperf_json(args, "pretrain", what="pretrain")
+        if (folder / CHECKPOINT_FILE).is_file():
+            args.append("--resume")
+        return args
+
+    def _pretrain(self) -> str | None:
+        result = self._dgxperf_json(self.pretrain_args(), "pretrain", what="pretrain")
         epochs = result.get("epochs") or []
         if not epochs:
             raise PhaseError("pretrain printed a result without epochs (see logs/pretrain.log)")

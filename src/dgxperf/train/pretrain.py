@@ -34,7 +34,7 @@ from typing import Any
 
 from dgxperf import __version__
 from dgxperf.atomic import atomic_write
-from dgxperf.train import parallel
+from dgxperf.train import checkpoint, parallel
 from dgxperf.train.recipes import TrainConfig
 
 PRETRAIN_SCHEMA = "dgxperf.pretrain/1"
@@ -42,6 +42,8 @@ ENCODER_SCHEMA = "dgxperf.encoder/1"
 ENCODER_FILE = "encoder.pt"
 TOKENIZER_FILE = "tokenizer.json"
 RESULT_FILE = "pretrain.json"
+CHECKPOINT_FILE = "checkpoint.pt"
+CHECKPOINT_SCHEMA = "dgxperf.pretrain-checkpoint/1"
 # The task head is not pretrained: fine-tuning starts it from its usual initialisation.
 HEAD_PREFIXES = ("pooler.", "classifier.")
 # Fields that decide the weights' shapes and meaning; fine-tuning must match them.
@@ -142,15 +144,28 @@ def pretrain(
     *,
     device: str = "cuda",
     on_epoch: Callable[[dict[str, Any]], None] | None = None,
+    checkpoint_every: int = 0,
+    resume: bool = False,
 ) -> dict[str, Any]:
-    """Pretrain ``config``'s encoder on its training split's texts; write the folder; return the result."""
+    """Pretrain ``config``'s encoder on its training split's texts; write the folder; return the result.
+
+    ``checkpoint_every`` N > 0 saves the whole state (weights, optimizer, schedule, every generator) to
+    ``OUT/checkpoint.pt`` every N epochs; ``resume`` continues from it, so that the encoder equals that of
+    a run that never stopped. The checkpoint is removed once the encoder is written."""
     import torch
 
     config.validate()
     settings.validate()
     check_config(config)
+    if checkpoint_every < 0:
+        raise PretrainInputError(f"checkpoint_every={checkpoint_every}: use 0 (none) or a number of epochs")
+    if resume and not (out_dir / CHECKPOINT_FILE).is_file():
+        raise PretrainInputError(
+            f"--resume: no {CHECKPOINT_FILE} in {out_dir} (checkpoints are written every --checkpoint-every "
+            "epochs; a run that finished removes its own)"
+        )
     try:
-        return _pretrain(config, settings, out_dir, cache_dir, device, on_epoch)
+        return _pretrain(config, settings, out_dir, cache_dir, device, on_epoch, checkpoint_every, resume)
     except torch.cuda.OutOfMemoryError as exc:
         raise PretrainError(
             f"CUDA out of memory with batches of {settings.batch_size} rows of {config.max_len} tokens: "
@@ -165,6 +180,8 @@ def _pretrain(
     cache_dir: Path,
     device: str,
     on_epoch: Callable[[dict[str, Any]], None] | None,
+    checkpoint_every: int,
+    resume: bool,
 ) -> dict[str, Any]:
     import torch
 
@@ -208,7 +225,24 @@ def _pretrain(
     mask_rng = torch.Generator(device=context.device).manual_seed(settings.seed)
     stream = stream.to(context.device)
     epochs: list[dict[str, Any]] = []
-    for epoch in range(1, settings.epochs + 1):
+    identity = {
+        "settings": dataclasses.asdict(settings),
+        "model_config": model_config.to_json(),
+        "split_hash": (prepared.data_info.get("encoded") or {}).get("split_hash"),
+    }
+    earlier_seconds = 0.0
+    if resume:
+        saved = _read_checkpoint(out_dir / CHECKPOINT_FILE, identity)
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        schedule.load_state_dict(saved["schedule"])
+        cpu_rng.set_state(saved["cpu_rng"])
+        mask_rng.set_state(saved["mask_rng"])
+        checkpoint.set_rng_state(saved["rng"])
+        epochs = list(saved["epochs"])
+        earlier_seconds = float(saved["seconds"])
+    resumed_at = len(epochs) if resume else None
+    for epoch in range(len(epochs) + 1, settings.epochs + 1):
         start = time.perf_counter()
         shift = int(torch.randint(row, (1,), generator=cpu_rng))
         rows = stream[shift : shift + rows_per_epoch * row].view(rows_per_epoch, row)
@@ -241,6 +275,23 @@ def _pretrain(
             "lr": schedule.get_last_lr()[0],
         }
         epochs.append(record)
+        if checkpoint_every and epoch % checkpoint_every == 0 and epoch < settings.epochs:
+            with atomic_write(out_dir / CHECKPOINT_FILE) as handle:
+                torch.save(
+                    {
+                        "schema": CHECKPOINT_SCHEMA,
+                        **identity,
+                        "model": model.state_dict(),
+                        "optimizer": optimizer.state_dict(),
+                        "schedule": schedule.state_dict(),
+                        "cpu_rng": cpu_rng.get_state(),
+                        "mask_rng": mask_rng.get_state(),
+                        "rng": checkpoint.rng_state(),
+                        "epochs": epochs,
+                        "seconds": earlier_seconds + time.perf_counter() - began,
+                    },
+                    handle,
+                )
         if on_epoch is not None:
             on_epoch(record)
     state = {k: v.detach().cpu() for k, v in model.state_dict().items() if not k.startswith(HEAD_PREFIXES)}
@@ -265,11 +316,41 @@ def _pretrain(
         "epochs": epochs,
         "final_loss": epochs[-1]["loss"],
         "tokens_per_s_steady": statistics.median(steady),
-        "total_seconds": time.perf_counter() - began,
+        "total_seconds": earlier_seconds + time.perf_counter() - began,
+        "resumed_at_epoch": resumed_at,
     }
     with atomic_write(out_dir / RESULT_FILE) as handle:
         handle.write((json.dumps(result, indent=2, ensure_ascii=False) + "\n").encode())
+    # The encoder is written: the checkpoint's GBs of optimizer state are no longer needed.
+    (out_dir / CHECKPOINT_FILE).unlink(missing_ok=True)
     return result
+
+
+def _read_checkpoint(path: Path, identity: dict[str, Any]) -> dict[str, Any]:
+    """The checkpoint to resume from, if it was written by this same run (settings, model, data)."""
+    import torch
+
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:  # torch raises many kinds for a damaged file; all mean "cannot resume from it"
+        raise PretrainInputError(f"{path}: cannot read the checkpoint ({exc.__class__.__name__})") from exc
+    if not isinstance(saved, dict) or saved.get("schema") != CHECKPOINT_SCHEMA:
+        raise PretrainInputError(f"{path}: not a dgxperf pretraining checkpoint ({CHECKPOINT_SCHEMA})")
+    differ = [key for key, value in identity.items() if saved.get(key) != value]
+    if differ:
+        detail = []
+        if "settings" in differ:
+            ours, theirs = identity["settings"], saved.get("settings") or {}
+            detail = [
+                f"{k}: checkpoint {theirs.get(k)!r}, now {ours[k]!r}"
+                for k in ours
+                if theirs.get(k) != ours[k]
+            ]
+        raise PretrainInputError(
+            f"--resume: {path} was written by another run ({', '.join(detail or differ)}); "
+            "resume with the same options, or start again without --resume"
+        )
+    return saved
 
 
 def read_encoder(folder: Path) -> dict[str, Any]:
