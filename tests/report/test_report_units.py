@@ -53,6 +53,7 @@ def test_plan_defaults_with_and_without_a_gpu() -> None:
         ({"pretrain_epochs": 0}, "--pretrain-epochs 0: pretrain at least one epoch"),
         ({"pretrain_epochs": 2, "init_from": Path("/tmp")}, "give one"),
         ({"init_from": Path("/nonexistent")}, "no encoder.pt or tokenizer.json there"),
+        ({"pretrain_epochs": 2, "skip": ["pretrain"]}, "there would be no encoder to fine-tune from"),
     ],
 )
 def test_plan_errors(overrides: dict[str, Any], message: str) -> None:
@@ -242,3 +243,48 @@ def test_the_pretrain_phase_resumes_from_the_checkpoint_an_interrupted_call_left
     (tmp_path / "pretrain").mkdir()
     (tmp_path / "pretrain" / "checkpoint.pt").write_bytes(b"")
     assert runner.pretrain_args()[-1] == "--resume"
+
+
+def pretrained_run(tmp_path: Path) -> validate.Runner:
+    """A run whose pretrain phase finished (its encoder files in place) and whose training has not run."""
+    runner = validate.Runner(plan(gpu_count=0, pretrain_epochs=2), tmp_path)
+    (tmp_path / "pretrain").mkdir()
+    for name in validate.ENCODER_FILES:
+        (tmp_path / "pretrain" / name).write_bytes(b"")
+    runner.data["pretrain"] = {"folder": "pretrain", "epochs": 2, "loss_first": 6.0, "loss_last": 5.0,
+                               "tokens_per_epoch": 1000, "tokens_per_s_steady": 10.0, "total_seconds": 3.0}  # fmt: skip
+    runner.phases["pretrain"].state = "ok"
+    runner.save()
+    return runner
+
+
+def test_resume_refuses_when_the_encoder_the_training_needs_is_gone(tmp_path: Path) -> None:
+    runner = pretrained_run(tmp_path)
+    assert validate.Runner.resume(tmp_path).encoder() == str(tmp_path / "pretrain")
+    (tmp_path / "pretrain" / "encoder.pt").unlink()
+    with pytest.raises(ValidateError, match=r"the pretrain phase's encoder .*encoder\.pt is gone, and the train "
+                       r"and ablation phase still needs it"):  # fmt: skip
+        validate.Runner.resume(tmp_path)
+    for name in ("train", "ablation"):  # nothing left that needs it: the report can still be finished
+        runner.phases[name].state = "ok"
+    runner.save()
+    assert validate.Runner.resume(tmp_path).encoder() == str(tmp_path / "pretrain")
+
+
+def test_no_recipe_trains_from_scratch_in_place_of_a_failed_pretraining(tmp_path: Path) -> None:
+    runner = validate.Runner(plan(gpu_count=0, pretrain_epochs=2), tmp_path)
+    runner.phases["pretrain"].state = "failed"
+    runner._phase("train", runner._train)
+    assert runner.phases["train"].state == "failed" and not runner.data["recipes"]
+    assert "no encoder to fine-tune from" in (runner.phases["train"].error or "")
+    runner._phase("ablation", runner._ablation)
+    assert runner.phases["ablation"].state == "failed" and not runner.data["ablation"]
+
+
+def test_report_says_so_when_recipes_started_from_different_weights() -> None:
+    result = json.loads(H200_RESULT.read_text())
+    assert "Every recipe started from scratch" in document._choices(result)
+    mixed = copy.deepcopy(result)
+    mixed["recipes"]["guide"]["config"]["init_from"] = "/enc"
+    text = document._choices(mixed)
+    assert "did NOT start from the same weights: baseline from scratch; guide from /enc; optimized from scratch" in text

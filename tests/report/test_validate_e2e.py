@@ -228,6 +228,7 @@ def test_a_failing_phase_is_recorded_and_the_others_still_run(tmp_path: Path) ->
         (["--data-dir", "/nonexistent/x"], "--data-dir /nonexistent/x: no such folder"),
         (["--init-from", "/nonexistent/enc"], "--init-from /nonexistent/enc: no encoder.pt or tokenizer.json"),
         (["--pretrain-epochs", "2", "--init-from", "/tmp"], "give one"),
+        (["--resume", "--out", "/tmp", "--pretrain-epochs", "2"], "--resume continues the saved plan"),
         (["--skip", "pretrain", "--skip", "nap"], "--skip nap: choose from ablation, advise, bench, doctor, pretrain"),
     ],
 )

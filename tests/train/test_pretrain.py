@@ -403,6 +403,8 @@ def test_resume_refuses_what_it_cannot_continue(tmp_path: Path, monkeypatch: pyt
     other = dataclasses.replace(settings, lr=2e-3, epochs=5)  # a different schedule: the state means nothing
     with pytest.raises(PretrainInputError, match=r"another run \(epochs: checkpoint 3, now 5, lr: checkpoint 0\.001"):
         pretrain(config(), other, tmp_path / "cut", tmp_path / "c", device="cpu", resume=True)
+    with pytest.raises(PretrainInputError, match=r"another run \(dropout: checkpoint 0\.1, now 0\.2\)"):
+        pretrain(config(dropout="0.2"), settings, tmp_path / "cut", tmp_path / "c", device="cpu", resume=True)
     (tmp_path / "cut" / CHECKPOINT_FILE).write_bytes(b"not a checkpoint")
     with pytest.raises(PretrainInputError, match=r"cannot read the checkpoint"):
         pretrain(config(), settings, tmp_path / "cut", tmp_path / "c", device="cpu", resume=True)

@@ -239,6 +239,16 @@ def _choices(result: Mapping[str, Any]) -> str:
 def _start(result: Mapping[str, Any]) -> str:
     """Where the recipes' weights started: accuracy means different things from scratch and fine-tuned."""
     plan = result.get("plan") or {}
+    starts = {
+        name: (run.get("config") or {}).get("init_from")
+        for name, run in (result.get("recipes") or {}).items()
+        if run.get("config")
+    }
+    if len(set(starts.values())) > 1:  # e.g. a run resumed after its encoder changed: say so, never average
+        parts = [
+            f"{name} from {start}" if start else f"{name} from scratch" for name, start in starts.items()
+        ]
+        return "The recipes did NOT start from the same weights: " + "; ".join(parts) + "."
     pretrained = result.get("pretrain")
     if pretrained:
         return (
@@ -248,7 +258,9 @@ def _start(result: Mapping[str, Any]) -> str:
             "(the pretrain phase; not counted in the recipes' epoch times)."
         )
     if plan.get("init_from"):
-        return f"Every recipe was fine-tuned from the pretrained encoder in {plan['init_from']} (--init-from)."
+        return (
+            f"Every recipe was fine-tuned from the pretrained encoder in {plan['init_from']} (--init-from)."
+        )
     if plan.get("pretrain_epochs"):
         return "Pretraining was asked for but gave no encoder (see the phase table): every recipe started from scratch."
     return "Every recipe started from scratch (--pretrain-epochs N pretrains one encoder for all first)."

@@ -180,7 +180,7 @@ def choose_plan(
     unknown = sorted(set(skip) - known)
     if unknown:
         raise ValidateError(f"--skip {', '.join(unknown)}: choose from {', '.join(sorted(known))}")
-    encoder = _check_encoder_options(pretrain_epochs, init_from)
+    encoder = _check_encoder_options(pretrain_epochs, init_from, skip)
     data_args = ("--data-dir", str(data_dir)) if data_dir is not None else ()
     if gpu_count == 0 or quick:
         reason = (
@@ -226,13 +226,19 @@ def choose_plan(
     )
 
 
-def _check_encoder_options(pretrain_epochs: int | None, init_from: Path | None) -> dict[str, Any]:
+def _check_encoder_options(
+    pretrain_epochs: int | None, init_from: Path | None, skip: Sequence[str]
+) -> dict[str, Any]:
     if pretrain_epochs is not None and init_from is not None:
         raise ValidateError(
             "--pretrain-epochs and --init-from both choose the encoder to fine-tune from: give one"
         )
     if pretrain_epochs is not None and pretrain_epochs < 1:
         raise ValidateError(f"--pretrain-epochs {pretrain_epochs}: pretrain at least one epoch")
+    if pretrain_epochs is not None and "pretrain" in skip:
+        raise ValidateError(
+            "--pretrain-epochs with --skip pretrain: there would be no encoder to fine-tune from"
+        )
     if init_from is None:
         return {"pretrain_epochs": pretrain_epochs, "init_from": None}
     missing = [name for name in ENCODER_FILES if not (init_from / name).is_file()]
@@ -256,7 +262,7 @@ def _fits_encoder(plan: ValidatePlan) -> ValidatePlan:
         return plan  # no readable summary: the weights themselves are checked when each run loads them
     shape = PRESETS[plan.preset]
     differ = [f"{key} {model[key]} (preset {plan.preset}: {shape[key]})"
-              for key in ("layers", "hidden") if key in model and model[key] != shape[key]]  # fmt: skip
+              for key in ("layers", "hidden", "heads", "ffn") if key in model and model[key] != shape[key]]  # fmt: skip
     if differ:
         raise ValidateError(
             f"--init-from {plan.init_from}: its encoder has {', '.join(differ)}; "
@@ -331,7 +337,24 @@ class Runner:
         runner.data["ablation"] = [r for r in runner.data["ablation"] if r.get("samples_per_s")]
         if state.get("fingerprint"):
             runner.data["fingerprint"] = state["fingerprint"]
+        runner._check_encoder_still_there()
         return runner
+
+    def _check_encoder_still_there(self) -> None:
+        """A resumed run whose remaining training needs an encoder that is gone would fail every run."""
+        encoder = self.encoder()
+        pending = [
+            name for name in ("train", "ablation")
+            if self.phases[name].state not in ("ok", "skipped") and name not in self.plan.skip
+        ]  # fmt: skip
+        if encoder is None or not pending or (Path(encoder) / ENCODER_FILES[0]).is_file():
+            return
+        where = "--init-from" if self.plan.init_from else "the pretrain phase's encoder"
+        raise ValidateError(
+            f"--resume: {where} {Path(encoder) / ENCODER_FILES[0]} is gone, and the {' and '.join(pending)} "
+            "phase still needs it; keep the run folder whole between calls (the encoder is not in "
+            "capture_validate.sh's archive: run it with RUN=/tmp/... on one machine)"
+        )
 
     # -- the phases ---------------------------------------------------------------------------------------
 
@@ -432,7 +455,15 @@ class Runner:
         return args
 
     def _pretrain(self) -> str | None:
-        result = self._dgxperf_json(self.pretrain_args(), "pretrain", what="pretrain")
+        args = self.pretrain_args()
+        try:
+            result = self._dgxperf_json(args, "pretrain", what="pretrain")
+        except PhaseError as exc:
+            if "--resume" not in args:
+                raise
+            raise PhaseError(
+                f"{exc}; to pretrain from the start instead, delete {self.out_dir / 'pretrain' / 'checkpoint.pt'}"
+            ) from None
         epochs = result.get("epochs") or []
         if not epochs:
             raise PhaseError("pretrain printed a result without epochs (see logs/pretrain.log)")
@@ -465,7 +496,15 @@ class Runner:
             fields["train_samples"] = str(self.plan.train_samples)
         return fields
 
+    def _require_encoder(self) -> None:
+        if self.plan.pretrain_epochs is not None and self.encoder() is None:
+            raise PhaseError(
+                "no encoder to fine-tune from: the pretrain phase did not finish (its error says why), and "
+                "training from scratch instead would not be the run that was asked for"
+            )
+
     def _train(self) -> str | None:
+        self._require_encoder()
         failures = []
         for recipe in RECIPES:
             if recipe in self.data["recipes"]:  # finished before a resume
@@ -479,8 +518,6 @@ class Runner:
         if failures:
             raise PhaseError("; ".join(failures))
         start = "fine-tuned from the pretrained encoder" if self.encoder() else "from scratch"
-        if self.plan.pretrain_epochs is not None and not self.encoder():
-            start += " (the pretrain phase gave no encoder)"
         return f"{self.plan.epochs} epoch(s) each, preset {self.plan.preset}, {start}"
 
     def _train_args(self, recipe: str, fields: Mapping[str, str], out: Path) -> list[str]:
@@ -551,6 +588,7 @@ class Runner:
         return f"{done} recording(s)"
 
     def _ablation(self) -> str | None:
+        self._require_encoder()
         steps = self.plan.ablation_steps
         variants = ablation_variants(self.plan)
         done = {r["name"] for r in self.data["ablation"]}

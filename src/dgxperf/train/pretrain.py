@@ -225,8 +225,9 @@ def _pretrain(
     mask_rng = torch.Generator(device=context.device).manual_seed(settings.seed)
     stream = stream.to(context.device)
     epochs: list[dict[str, Any]] = []
-    identity = {
+    identity = {  # what a checkpoint must match to be resumed: anything that changes the weights' path
         "settings": dataclasses.asdict(settings),
+        "config": dataclasses.asdict(config),
         "model_config": model_config.to_json(),
         "split_hash": (prepared.data_info.get("encoded") or {}).get("split_hash"),
     }
@@ -298,8 +299,9 @@ def _pretrain(
     with atomic_write(out_dir / ENCODER_FILE) as handle:
         torch.save({"schema": ENCODER_SCHEMA, "model_config": model_config.to_json(), "state": state}, handle)
     parallel.teardown(context)
-    # The first epoch holds compilation; the rate of the others is the pretraining speed.
-    steady = [e["tokens_per_s"] for e in epochs[1:]] or [epochs[0]["tokens_per_s"]]
+    # The first epoch holds compilation, and so does a resumed call's first: the others give the speed.
+    steady = [e["tokens_per_s"] for i, e in enumerate(epochs) if i not in (0, resumed_at)]
+    steady = steady or [epochs[-1]["tokens_per_s"]]
     result = {
         "schema": PRETRAIN_SCHEMA,
         "tool_version": __version__,
@@ -339,9 +341,9 @@ def _read_checkpoint(path: Path, identity: dict[str, Any]) -> dict[str, Any]:
     differ = [key for key, value in identity.items() if saved.get(key) != value]
     if differ:
         detail = []
-        if "settings" in differ:
-            ours, theirs = identity["settings"], saved.get("settings") or {}
-            detail = [
+        for part in ("settings", "config"):
+            ours, theirs = identity[part], saved.get(part) or {}
+            detail += [
                 f"{k}: checkpoint {theirs.get(k)!r}, now {ours[k]!r}"
                 for k in ours
                 if theirs.get(k) != ours[k]
