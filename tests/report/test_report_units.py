@@ -121,6 +121,10 @@ def test_recipe_table_carries_the_h200_numbers_and_run_ids() -> None:
     assert by_recipe["baseline"]["vs baseline (epoch)"] == "1.00x"
     assert by_recipe["baseline"]["run"] == "#2" and by_recipe["guide"]["test acc"] == "80.99%"
     assert by_recipe["optimized"]["warm-up (s)"] == "—"  # measured before optimized warmed its shapes up
+    with_interval = copy.deepcopy(result)
+    with_interval["recipes"]["guide"]["summary"]["test_accuracy_ci95"] = [0.8432, 0.8761]
+    _, rows = document.recipe_table(with_interval)
+    assert {row[0]: dict(zip(headers, row, strict=True)) for row in rows}["guide"]["test acc"] == "80.99% (84.3–87.6)"
     warmed = copy.deepcopy(result)
     warmed["recipes"]["optimized"]["shape_warmup"] = {"shapes": 31, "seconds": 52.25, "graphs_compiled": 6}
     _, rows = document.recipe_table(warmed)

@@ -63,7 +63,9 @@ def test_guide_recipe_with_grad_scaler_on_cpu(tmp_path: Path) -> None:
     result = run(config("guide", epochs="1", num_workers="0"), tmp_path / "guide", checkpoints=False)
     steps = records(tmp_path / "guide", "step")
     assert steps[-1]["loss_scale"] > 0 and "skipped_steps" in steps[-1]
-    assert result["summary"]["test_accuracy"] >= 0
+    summary = result["summary"]
+    low, high = summary["test_accuracy_ci95"]
+    assert low <= summary["test_accuracy"] <= high and high - low > 0.02  # a small test split: a wide interval
 
 
 def test_non_finite_loss_stops_with_the_last_checkpoint(

@@ -22,7 +22,9 @@ NOTE_EPOCH = (
     "Epoch time and samples/s (epoch) are those of the last epoch as a whole, data loading counted and "
     "evaluation excluded; warm-up is the one-time pass over every batch shape before the first epoch "
     "(the recipes with warm_shapes: compilation happens there rather than inside an epoch); samples/s "
-    "(steady) is the median of its logged windows after the first, the rate a long run settles at"
+    "(steady) is the median of its logged windows after the first, the rate a long run settles at. Test "
+    "accuracy is followed by its 95% interval (Wilson, over the test split's size): differences inside it are "
+    "not shown by one run"
 )
 
 
@@ -82,12 +84,17 @@ def recipe_table(result: Mapping[str, Any]) -> Table:
             _num(mfu, "{:.1%}"),
             _num(memory / 1e9 if memory else None, "{:.1f}"),
             _num(s.get("dev_accuracy"), "{:.2%}"),
-            _num(s.get("test_accuracy"), "{:.2%}"),
+            _num(s.get("test_accuracy"), "{:.2%}") + _interval(s.get("test_accuracy_ci95")),
             _ratio(rate.get(name), rate.get("baseline")),
             _ratio(rate.get(name), rate.get("guide")),
             f"#{run['run_id']}" if run.get("run_id") is not None else "—",
         ])  # fmt: skip
     return headers, rows
+
+
+def _interval(ci: Any) -> str:
+    """' (84.4–87.6)': how far one run's test accuracy can be trusted (Wilson 95%)."""
+    return f" ({100 * ci[0]:.1f}–{100 * ci[1]:.1f})" if ci else ""
 
 
 def ablation_table(result: Mapping[str, Any]) -> Table:

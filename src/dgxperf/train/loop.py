@@ -21,7 +21,7 @@ from typing import Any
 from dgxperf import __version__
 from dgxperf.train import checkpoint, parallel
 from dgxperf.train.flops import flops_for_batch
-from dgxperf.train.metrics import ThroughputMeter, scores
+from dgxperf.train.metrics import ThroughputMeter, scores, wilson_interval
 from dgxperf.train.recipes import RecipeError, TrainConfig
 from dgxperf.train.warmup import run_shapes, union_across_ranks, warm_shapes
 
@@ -630,6 +630,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
             "peak_memory_bytes": max(peaks) if peaks else None,  # None on a CPU, as in each epoch
             "dev_accuracy": final.get("dev_accuracy"),
             "test_accuracy": test["accuracy"],
+            "test_accuracy_ci95": wilson_interval(test["accuracy"], int(test["samples"])),
             "test_macro_f1": test["macro_f1"],
             "wall_seconds": time.perf_counter() - started_wall,
             "skipped_steps": _skipped_steps(optimizer, step) if scaler is not None else 0,

@@ -8,6 +8,7 @@ tokens (``train.flops``): padding is wasted compute and must not flatter the fig
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -40,6 +41,19 @@ def scores(matrix: Sequence[Sequence[int]]) -> dict[str, float]:
         "macro_f1": sum(f1s) / n if n else 0.0,
         "samples": total,
     }
+
+
+def wilson_interval(accuracy: float, samples: int, z: float = 1.96) -> list[float] | None:
+    """The Wilson score interval (95% by default) of an accuracy measured on ``samples`` examples.
+
+    A test split of 1,736 reviews measures an accuracy near 86% to about +-1.6 points: two recipes whose
+    figures differ by less than that are not shown to differ by this one run."""
+    if samples <= 0:
+        return None
+    centre = accuracy + z * z / (2 * samples)
+    half = z * math.sqrt(accuracy * (1 - accuracy) / samples + z * z / (4 * samples * samples))
+    scale = 1 + z * z / samples
+    return [max(0.0, (centre - half) / scale), min(1.0, (centre + half) / scale)]
 
 
 @dataclasses.dataclass
