@@ -365,8 +365,11 @@ def render_train(console: Console, result: dict[str, Any]) -> None:
         )
     console.print(table)
     test = result["test"]
+    ci = (result.get("summary") or {}).get("test_accuracy_ci95")
+    interval = f" (95% interval {ci[0]:.4f}-{ci[1]:.4f})" if ci else ""
     console.print(
-        f"test: accuracy {test['accuracy']:.4f}, macro-F1 {test['macro_f1']:.4f} ({test['samples']} samples)"
+        f"test: accuracy {test['accuracy']:.4f}{interval}, macro-F1 {test['macro_f1']:.4f} "
+        f"({test['samples']} samples)"
     )
     console.print(f"run folder: {result['out_dir']}", style="dim")
 
