@@ -566,24 +566,18 @@ def test_train_from_a_missing_folder_is_a_data_error(home: Path, tmp_path: Path)
         train(cfg, RunOptions(tmp_path / "run", home / "cache", device="cpu", checkpoints=False))
 
 
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"pre_ln": "false"}, r"does not fit this run's model \(pre_ln: pretrained True, this run False\)"),
+        ({"preset": "base"}, r"hidden: pretrained 64, this run 768.*layers: pretrained 2, this run 12"),
+    ],
+)
 def test_train_from_a_folder_that_does_not_fit_is_a_recipe_error(
-    pretrained: Pretrained, home: Path, tmp_path: Path
+    pretrained: Pretrained, home: Path, tmp_path: Path, overrides: dict[str, str], message: str
 ) -> None:
-    cfg = fine_tune_config(pretrained.folder, pre_ln="false")
-    with pytest.raises(
-        recipes.RecipeError,
-        match=r"does not fit this run's model \(pre_ln: pretrained True, this run False\)",
-    ):
-        train(cfg, RunOptions(tmp_path / "run", home / "cache", device="cpu", checkpoints=False))
-
-
-def test_train_from_another_preset_is_a_recipe_error(
-    pretrained: Pretrained, home: Path, tmp_path: Path
-) -> None:
-    cfg = fine_tune_config(pretrained.folder, preset="base")
-    with pytest.raises(
-        recipes.RecipeError, match=r"hidden: pretrained 64, this run 768.*layers: pretrained 2, this run 12"
-    ):
+    cfg = fine_tune_config(pretrained.folder, **overrides)
+    with pytest.raises(recipes.RecipeError, match=message):
         train(cfg, RunOptions(tmp_path / "run", home / "cache", device="cpu", checkpoints=False))
 
 

@@ -34,6 +34,7 @@ from typing import Any
 from dgxperf import __version__
 from dgxperf.atomic import atomic_write
 from dgxperf.report.rates import is_reference
+from dgxperf.train.pretrain import CHECKPOINT_FILE, ENCODER_FILE, TOKENIZER_FILE
 
 VALIDATE_SCHEMA = "dgxperf.validate/1"
 RECIPES = ("baseline", "guide", "optimized")
@@ -159,7 +160,7 @@ QUICK_TRAIN_SAMPLES = 1024
 # Quick mode's pretraining: 1,024 short reviews make ~570 rows of 128 tokens, so batches of 32 rows give
 # ~17 steps an epoch rather than 4.
 QUICK_PRETRAIN_BATCH = 32
-ENCODER_FILES = ("encoder.pt", "tokenizer.json")
+ENCODER_FILES = (ENCODER_FILE, TOKENIZER_FILE)  # what a `dgxperf pretrain` folder must hold to fine-tune from
 
 
 def choose_plan(
@@ -347,11 +348,11 @@ class Runner:
             name for name in ("train", "ablation")
             if self.phases[name].state not in ("ok", "skipped") and name not in self.plan.skip
         ]  # fmt: skip
-        if encoder is None or not pending or (Path(encoder) / ENCODER_FILES[0]).is_file():
+        if encoder is None or not pending or (Path(encoder) / ENCODER_FILE).is_file():
             return
         where = "--init-from" if self.plan.init_from else "the pretrain phase's encoder"
         raise ValidateError(
-            f"--resume: {where} {Path(encoder) / ENCODER_FILES[0]} is gone, and the {' and '.join(pending)} "
+            f"--resume: {where} {Path(encoder) / ENCODER_FILE} is gone, and the {' and '.join(pending)} "
             "phase still needs it; keep the run folder whole between calls (the encoder is not in "
             "capture_validate.sh's archive: run it with RUN=/tmp/... on one machine)"
         )
@@ -439,8 +440,6 @@ class Runner:
     def pretrain_args(self) -> list[str]:
         """The `dgxperf pretrain` command of the pretrain phase; it resumes from the checkpoint an
         interrupted call left (validate --resume)."""
-        from dgxperf.train.pretrain import CHECKPOINT_FILE
-
         plan = self.plan
         folder = self.out_dir / "pretrain"
         args = ["pretrain", "--recipe", "optimized", "--device", plan.device, "--preset", plan.preset]
