@@ -9,8 +9,10 @@ import mmap
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
@@ -327,7 +329,11 @@ def xid_app_fault(seconds: float) -> None:
     GPU keeps serving other processes. The rule must call it an application XID, not a hardware fault.
     The kernel log's Xid lines are printed where the container may read them."""
     time.sleep(3)
-    child = subprocess.run([sys.executable, "-c", XID_CHILD], capture_output=True, text=True, timeout=120)
+    # Triton's @jit reads its kernel's source file, so the child must run from a file, not `python -c`
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "xid_child.py"
+        script.write_text(XID_CHILD)
+        child = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     last = (child.stderr.strip().splitlines() or ["(no stderr)"])[-1]
     print(f"xid_app_fault: child exit {child.returncode}: {last}")
     torch.ones(1, device="cuda").sum().item()  # this process's context is unaffected

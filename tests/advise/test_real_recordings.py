@@ -1,6 +1,6 @@
 """The advisor on real H200 recordings (tests/data/h200/monitor/, `dgxperf monitor --record` at 1 Hz on
-2026-12-03): thirteen workloads from scripts/h200/workloads.py (five in the first batch, six in the
-second, three of those re-taken: the first takes are kept as counter-examples; two in the third) and the
+2026-12-03): fourteen workloads from scripts/h200/workloads.py (five in the first batch, six in the
+second, three of those re-taken: the first takes are kept as counter-examples; two in the third; one in the fourth) and the
 three recipes of a `dgxperf validate` run (preset large). Every rule is judged on every recording; the
 table says which ones fire. The capture logs are in capture-log.txt.
 
@@ -42,7 +42,11 @@ What the recordings taught us (each is a test below):
   listed on the GPU, which is what "a job holds the GPU" means when the recording has process readings;
 - iowait is a share of all 16 cores' time: eight O_DIRECT readers (iowait) hold it at 49.5-50.2 % and
   input.iowait fires; one reader (iowait-one-reader) reaches 5.9 % at most, under the 1/16 = 6.25 %
-  one blocked thread can show, and it does not.
+  one blocked thread can show, and it does not;
+- NVML's event set does deliver XIDs inside the lent machine (fourth batch): a child process writing 4 TiB
+  past its buffer from a Triton kernel (xid-app-fault) raised Xid 31 (an MMU fault; the kernel log named
+  the process), NVML reported it within the tick, and health.hardware calls it an application error
+  (warn), not the critical hardware branch; the GPU went on computing for the recording process.
 """
 
 from __future__ import annotations
@@ -84,6 +88,7 @@ EXPECTED = {
     "iowait-one-reader": set(),
     "memory-copy-engine": {"bandwidth.dram_bound"},
     "memory-read-few-sms": {"bandwidth.dram_bound"},  # over the whole recording; its busy part: test below
+    "xid-app-fault": {"health.hardware"},
 }
 
 
@@ -325,3 +330,19 @@ def test_cpu_bound_small_job_counts_as_a_job_through_its_process_not_its_memory(
 
     assert "input.cpu_bound" not in without_processes("cpu-bound-small-job")
     assert "input.cpu_bound" in without_processes("cpu-bound")
+
+
+# ------------------------------------------------------------------------ fourth batch (2026-12-03)
+
+
+def test_a_real_mmu_fault_is_an_application_xid_not_a_hardware_fault() -> None:
+    header, samples = load("xid-app-fault")
+    events = [e for s in samples for e in s.events if e.get("type") == "xid"]
+    assert [(e["gpu"], e["xid"]) for e in events] == [(0, 31)]
+    hardware = fired(header, samples)["health.hardware"]
+    assert hardware["severity"] == "warn"
+    assert "XID 31" in str(hardware["why"]) and "application" in str(hardware["why"])
+    assert any("CUDA_LAUNCH_BLOCKING=1" in action for action in hardware["actions"])  # type: ignore[attr-defined]
+    # the counters that would make it a hardware fault stayed at zero through the fault
+    for name in ("ecc_dbe_volatile", "remapped_pending", "pcie_replay"):
+        assert {s.gpus[0].metrics[name] for s in samples} == {0.0}, name

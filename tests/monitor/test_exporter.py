@@ -639,3 +639,15 @@ def test_scrape_latency_p99_under_20ms_with_8_gpus(exporter_with: Any, tmp_path:
     assert figures["p50"] <= figures["p99"] <= figures["max"]
     assert figures["p99"] <= 0.020
     assert exp.sampler.samples_taken > 1  # the sampler ran during the measurement
+
+
+def test_a_real_h200_xid_reaches_both_xid_series(exporter_with: Any) -> None:
+    """The MMU fault recorded on the H200 (Xid 31 through NVML's event set, tests/data/h200/monitor/)."""
+    path = ROOT / "tests" / "data" / "h200" / "monitor" / "xid-app-fault.jsonl"
+    exp = exporter_with(recorded_source(path), interval_s=10.0)
+    for _ in range(24):  # the whole recording: the fault is at tick 14
+        exp.sampler.tick()
+    body = exp.scrape()
+    assert set(series(body, "DCGM_FI_DEV_XID_ERRORS").values()) == {31}
+    counts = {dict(k)["xid"]: v for k, v in series(body, "dgxperf_xid_errors_total").items()}
+    assert counts == {"31": 1}
