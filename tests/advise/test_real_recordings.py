@@ -1,8 +1,8 @@
 """The advisor on real H200 recordings (tests/data/h200/monitor/, `dgxperf monitor --record` at 1 Hz on
 2026-12-03): fourteen workloads from scripts/h200/workloads.py (five in the first batch, six in the
-second, three of those re-taken: the first takes are kept as counter-examples; two in the third; one in the fourth) and the
-three recipes of a `dgxperf validate` run (preset large). Every rule is judged on every recording; the
-table says which ones fire. The capture logs are in capture-log.txt.
+second, three of those re-taken: the first takes are kept as counter-examples; two in the third; one in
+the fourth) and the three recipes of a `dgxperf validate` run (preset large). Every rule is judged on
+every recording; the table says which ones fire. The capture logs are in capture-log.txt.
 
 What the recordings taught us (each is a test below):
 - the elementwise copy loop keeps the SMs 99 % "active" while DRAM runs at 88 %: guide B's memory-bound

@@ -292,3 +292,25 @@ def test_report_says_so_when_recipes_started_from_different_weights() -> None:
     mixed["recipes"]["guide"]["config"]["init_from"] = "/enc"
     text = document._choices(mixed)
     assert "did NOT start from the same weights: baseline from scratch; guide from /enc; optimized from scratch" in text
+
+
+def test_train_runs_optimized_and_guide_before_baseline_and_tables_keep_the_recipe_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner = validate.Runner(plan(gpu_count=0), tmp_path)
+    trained: list[str] = []
+    saved_orders: list[list[str]] = []
+
+    def train_one(recipe: str) -> dict[str, Any]:
+        trained.append(recipe)
+        if recipe == "baseline":
+            raise validate.PhaseError("cut at the call's limit")
+        return {"summary": {"recipe": recipe}}
+
+    monkeypatch.setattr(runner, "_train_one", train_one)
+    monkeypatch.setattr(runner, "save", lambda: saved_orders.append(list(runner.data["recipes"])))
+    runner._phase("train", runner._train)
+    assert trained == ["optimized", "guide", "baseline"]
+    after_each = [order for order in saved_orders if order][:3]  # _phase saves before and after too
+    assert after_each == [["optimized"], ["guide", "optimized"], ["baseline", "guide", "optimized"]]
+    assert runner.phases["train"].state == "failed" and "baseline: cut" in (runner.phases["train"].error or "")

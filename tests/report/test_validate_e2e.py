@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from dgxperf.report.validate import TRAIN_ORDER
 from tests.report.browser import find_chromium, inspect_page
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -158,7 +159,8 @@ def test_ctrl_c_leaves_a_partial_report_and_resume_finishes_it(tmp_path: Path) -
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
     )  # fmt: skip
     try:
-        _wait_for(lambda: "baseline" in _state(out).get("recipes", {}), 240, "the baseline run to finish")
+        first = TRAIN_ORDER[0]
+        _wait_for(lambda: first in _state(out).get("recipes", {}), 240, f"the {first} run to finish")
         proc.send_signal(signal.SIGINT)  # only validate itself: it must stop its children
         _stdout, stderr = proc.communicate(timeout=60)
     finally:
@@ -174,13 +176,13 @@ def test_ctrl_c_leaves_a_partial_report_and_resume_finishes_it(tmp_path: Path) -
     html = (out / "report.html").read_text()
     assert "INCOMPLETE REPORT" in html and html.rstrip().endswith("</html>")
     assert "INCOMPLETE REPORT" in (out / "report.md").read_text()
-    baseline_id = state["recipes"]["baseline"]["run_id"]
+    first_id = state["recipes"][first]["run_id"]
 
     resumed = run_validate(tmp_path, "--out", str(out), "--resume", "--json", timeout=400)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     data = json.loads(resumed.stdout)
     assert data["complete"] is True and data["resumed_from"] == state["started_at"]
-    assert data["recipes"]["baseline"]["run_id"] == baseline_id  # kept, not trained again
+    assert data["recipes"][first]["run_id"] == first_id  # kept, not trained again
     # Time is summed over both calls, and the interrupted train phase keeps the seconds it had spent.
     assert [c["started_at"] for c in data["calls"]] == [state["started_at"], data["started_at"]]
     assert data["total_seconds"] == pytest.approx(state["wall_seconds"] + data["wall_seconds"], abs=0.2)
