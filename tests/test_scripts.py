@@ -1,4 +1,5 @@
-"""The project's own shell scripts (set-up, CI, GPU capture, Slurm) pass shellcheck."""
+"""The project's own shell scripts (set-up, CI, GPU capture, Slurm) pass shellcheck, and every script that
+runs on a lent GPU machine keeps NVLink multicast off."""
 
 import shutil
 import subprocess
@@ -16,5 +17,33 @@ SCRIPTS = [ROOT / "dgx", ROOT / ".ci" / "run", *sorted((ROOT / "scripts").rglob(
 )
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_shellcheck(script: Path) -> None:
-    result = subprocess.run(["shellcheck", "-s", "bash", str(script)], capture_output=True, text=True)
+    result = subprocess.run(  # -x: follow the capture scripts' `source` of scripts/h200/env.sh
+        ["shellcheck", "-x", "-s", "bash", str(script)], capture_output=True, text=True, cwd=ROOT
+    )
     assert result.returncode == 0, result.stdout
+
+
+MULTICAST_OFF = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
+DEVICE_SCRIPTS = [p for p in sorted((ROOT / "scripts" / "h200").glob("*.sh")) if "python3" in p.read_text()]
+
+
+def test_the_shared_device_environment_turns_multicast_off_and_runs_this_checkout() -> None:
+    shown = subprocess.run(
+        ["bash", "-c", "source scripts/h200/env.sh && env"], capture_output=True, text=True, cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin"}, check=True,
+    ).stdout  # fmt: skip
+    env = dict(line.split("=", 1) for line in shown.splitlines() if "=" in line)
+    assert {k: env.get(k) for k in MULTICAST_OFF} == MULTICAST_OFF
+    assert env["PYTHONPATH"] == "src" and env["PYTHONUNBUFFERED"] == "1"
+
+
+@pytest.mark.parametrize("script", DEVICE_SCRIPTS, ids=lambda p: p.name)
+def test_every_device_script_sources_the_shared_environment_before_running_python(script: Path) -> None:
+    lines = script.read_text().splitlines()
+    sourced = [i for i, line in enumerate(lines) if line.startswith("source ") and "env.sh" in line]
+    first_python = next(i for i, line in enumerate(lines) if "python3" in line and not line.startswith("#"))
+    assert sourced and sourced[0] < first_python, f"{script.name} must source env.sh before running python3"

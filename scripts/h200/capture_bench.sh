@@ -2,8 +2,8 @@
 # Runs `dgxperf bench` on the lent H200, then the simplest independent code for the same three figures,
 # and keeps everything for docs/benchmarks/. Usage (repository root, GPU machine): OUT=dir bash this
 set -uo pipefail
-export PYTHONPATH=src PYTHONUNBUFFERED=1 COLUMNS=160
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# shellcheck source=scripts/h200/env.sh
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 OUT="${OUT:?set OUT}"
 export DGXPERF_HOME="$OUT/home"
 log="$OUT/log.txt"

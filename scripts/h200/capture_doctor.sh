@@ -3,8 +3,8 @@
 # Usage (on the GPU machine, from the repository root): OUT=/some/dir bash scripts/h200/capture_doctor.sh
 # Independent cross-checks come from nvidia-smi, which reads the same driver through its own code path.
 set -uo pipefail
-export PYTHONPATH=src PYTHONUNBUFFERED=1
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# shellcheck source=scripts/h200/env.sh
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 OUT="${OUT:?set OUT}"
 log="$OUT/log.txt"
 

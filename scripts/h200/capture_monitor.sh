@@ -5,8 +5,9 @@
 set -uo pipefail
 OUT="${OUT:?set OUT}"
 EACH="${SECONDS_EACH:-30}"
-export PYTHONPATH=src PYTHONUNBUFFERED=1 COLUMNS=160 DGXPERF_HOME="$OUT/home"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# shellcheck source=scripts/h200/env.sh
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+export DGXPERF_HOME="$OUT/home"
 log="$OUT/log-monitor.txt"
 {
   echo "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"

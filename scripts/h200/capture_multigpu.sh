@@ -12,8 +12,9 @@ set -uo pipefail
 OUT="${OUT:?set OUT}"
 PHASE="${PHASE:?set PHASE}"
 EPOCHS="${EPOCHS:-1}"
-export PYTHONPATH=src PYTHONUNBUFFERED=1 COLUMNS=160 DGXPERF_HOME="$OUT/home"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# shellcheck source=scripts/h200/env.sh
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+export DGXPERF_HOME="$OUT/home"
 TIMEFORMAT='wall %R s'
 N=$(nvidia-smi -L | wc -l)
 dg() { python3 -m dgxperf "$@"; }

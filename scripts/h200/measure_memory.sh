@@ -5,8 +5,9 @@
 # max_memory_allocated / max_memory_reserved. Usage (repository root, GPU machine): OUT=dir bash scripts/h200/measure_memory.sh
 set -uo pipefail
 OUT="${OUT:?set OUT}"
-export PYTHONPATH=src PYTHONUNBUFFERED=1 COLUMNS=160 DGXPERF_HOME="$OUT/home"
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# shellcheck source=scripts/h200/env.sh
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+export DGXPERF_HOME="$OUT/home"
 # name|recipe|fields (k=v ...)
 CONFIGS="${CONFIGS:-large-fp32-b32|baseline|batch_size=32
 large-fp32-b64|baseline|batch_size=64

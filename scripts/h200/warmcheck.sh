@@ -5,8 +5,9 @@
 # warm-up and its 5-step window times. Usage (repository root, GPU machine, .data carried): OUT=dir bash $0
 set -uo pipefail
 OUT="${OUT:?set OUT}"
-export PYTHONPATH=src PYTHONUNBUFFERED=1 DGXPERF_HOME=/tmp/wh
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# shellcheck source=scripts/h200/env.sh
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+export DGXPERF_HOME=/tmp/wh
 run() {
   local tag=$1
   shift
