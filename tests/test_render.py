@@ -11,7 +11,9 @@ from rich.console import Console
 from dgxperf.render import render_train
 
 ROOT = Path(__file__).resolve().parent.parent
-GUIDE_FROM_ENCODER = ROOT / "docs" / "benchmarks" / "2026-12-03-h200-pretrain" / "pretrain80-guide" / "train-guide.json"
+GUIDE_FROM_ENCODER = (
+    ROOT / "docs" / "benchmarks" / "2026-12-03-h200-pretrain" / "pretrain80-guide" / "train-guide.json"
+)
 
 
 def rendered(result: dict[str, object]) -> str:

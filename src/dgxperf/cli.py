@@ -998,7 +998,9 @@ def validate(
     if resume and out is None:
         usage_error("--resume needs --out DIR, the folder of the run to continue")
     if resume and (pretrain_epochs is not None or init_from is not None):
-        usage_error("--resume continues the saved plan: --pretrain-epochs and --init-from belong to its first call")
+        usage_error(
+            "--resume continues the saved plan: --pretrain-epochs and --init-from belong to its first call"
+        )
     if report_only:
         if out is None or resume:
             usage_error("--report-only needs --out DIR (the folder of a validate run) and no --resume")

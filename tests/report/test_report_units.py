@@ -124,11 +124,15 @@ def test_recipe_table_carries_the_h200_numbers_and_run_ids() -> None:
     with_interval = copy.deepcopy(result)
     with_interval["recipes"]["guide"]["summary"]["test_accuracy_ci95"] = [0.8432, 0.8761]
     _, rows = document.recipe_table(with_interval)
-    assert {row[0]: dict(zip(headers, row, strict=True)) for row in rows}["guide"]["test acc"] == "80.99% (84.3–87.6)"
+    assert {row[0]: dict(zip(headers, row, strict=True)) for row in rows}["guide"][
+        "test acc"
+    ] == "80.99% (84.3–87.6)"
     warmed = copy.deepcopy(result)
     warmed["recipes"]["optimized"]["shape_warmup"] = {"shapes": 31, "seconds": 52.25, "graphs_compiled": 6}
     _, rows = document.recipe_table(warmed)
-    assert {row[0]: dict(zip(headers, row, strict=True)) for row in rows}["optimized"]["warm-up (s)"] == "52.2"
+    assert {row[0]: dict(zip(headers, row, strict=True)) for row in rows}["optimized"][
+        "warm-up (s)"
+    ] == "52.2"
 
 
 def test_reports_render_every_section_and_stay_self_contained(tmp_path: Path) -> None:
@@ -291,7 +295,10 @@ def test_report_says_so_when_recipes_started_from_different_weights() -> None:
     mixed = copy.deepcopy(result)
     mixed["recipes"]["guide"]["config"]["init_from"] = "/enc"
     text = document._choices(mixed)
-    assert "did NOT start from the same weights: baseline from scratch; guide from /enc; optimized from scratch" in text
+    assert (
+        "did NOT start from the same weights: baseline from scratch; guide from /enc; optimized from scratch"
+        in text
+    )
 
 
 def test_train_runs_optimized_and_guide_before_baseline_and_tables_keep_the_recipe_order(
@@ -313,4 +320,6 @@ def test_train_runs_optimized_and_guide_before_baseline_and_tables_keep_the_reci
     assert trained == ["optimized", "guide", "baseline"]
     after_each = [order for order in saved_orders if order][:3]  # _phase saves before and after too
     assert after_each == [["optimized"], ["guide", "optimized"], ["baseline", "guide", "optimized"]]
-    assert runner.phases["train"].state == "failed" and "baseline: cut" in (runner.phases["train"].error or "")
+    assert runner.phases["train"].state == "failed" and "baseline: cut" in (
+        runner.phases["train"].error or ""
+    )

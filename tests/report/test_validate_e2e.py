@@ -228,10 +228,16 @@ def test_a_failing_phase_is_recorded_and_the_others_still_run(tmp_path: Path) ->
         (["--gpus", "2"], "--gpus 2: quick mode runs one CPU process"),
         (["--preset", "huge"], "--preset 'huge': choose from tiny, base, large"),
         (["--data-dir", "/nonexistent/x"], "--data-dir /nonexistent/x: no such folder"),
-        (["--init-from", "/nonexistent/enc"], "--init-from /nonexistent/enc: no encoder.pt or tokenizer.json"),
+        (
+            ["--init-from", "/nonexistent/enc"],
+            "--init-from /nonexistent/enc: no encoder.pt or tokenizer.json",
+        ),
         (["--pretrain-epochs", "2", "--init-from", "/tmp"], "give one"),
         (["--resume", "--out", "/tmp", "--pretrain-epochs", "2"], "--resume continues the saved plan"),
-        (["--skip", "pretrain", "--skip", "nap"], "--skip nap: choose from ablation, advise, bench, doctor, pretrain"),
+        (
+            ["--skip", "pretrain", "--skip", "nap"],
+            "--skip nap: choose from ablation, advise, bench, doctor, pretrain",
+        ),
     ],
 )
 def test_bad_options_are_clear_errors(tmp_path: Path, args: list[str], message: str) -> None:
@@ -272,7 +278,18 @@ def test_pretrain_phase_gives_every_recipe_one_encoder_and_init_from_reuses_it(t
     from tests.test_schemas import assert_valid
 
     out = tmp_path / "r"
-    small = ["--train-samples", "256", "--epochs", "1", "--skip", "doctor", "--skip", "advise", "--skip", "ablation"]
+    small = [
+        "--train-samples",
+        "256",
+        "--epochs",
+        "1",
+        "--skip",
+        "doctor",
+        "--skip",
+        "advise",
+        "--skip",
+        "ablation",
+    ]
     result = run_validate(tmp_path, "--out", str(out), "--pretrain-epochs", "2", *small, "--json")
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
     data = json.loads(result.stdout)

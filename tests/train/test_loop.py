@@ -65,7 +65,9 @@ def test_guide_recipe_with_grad_scaler_on_cpu(tmp_path: Path) -> None:
     assert steps[-1]["loss_scale"] > 0 and "skipped_steps" in steps[-1]
     summary = result["summary"]
     low, high = summary["test_accuracy_ci95"]
-    assert low <= summary["test_accuracy"] <= high and high - low > 0.02  # a small test split: a wide interval
+    assert (
+        low <= summary["test_accuracy"] <= high and high - low > 0.02
+    )  # a small test split: a wide interval
 
 
 def test_non_finite_loss_stops_with_the_last_checkpoint(

@@ -395,13 +395,17 @@ def test_resume_refuses_what_it_cannot_continue(tmp_path: Path, monkeypatch: pyt
     settings = dataclasses.replace(SETTINGS, epochs=3, batch_size=4)
     with pytest.raises(PretrainInputError, match=r"--resume: no checkpoint\.pt in"):
         pretrain(config(), settings, tmp_path / "none", tmp_path / "c", device="cpu", resume=True)
-    with pytest.raises(PretrainInputError, match=r"checkpoint_every=-1: use 0 \(none\) or a number of epochs"):
+    with pytest.raises(
+        PretrainInputError, match=r"checkpoint_every=-1: use 0 \(none\) or a number of epochs"
+    ):
         pretrain(config(), settings, tmp_path / "x", tmp_path / "c", device="cpu", checkpoint_every=-1)
     with pytest.raises(KeyboardInterrupt):
         pretrain(config(), settings, tmp_path / "cut", tmp_path / "c", device="cpu", checkpoint_every=1,
                  on_epoch=Interrupt(1))  # fmt: skip
     other = dataclasses.replace(settings, lr=2e-3, epochs=5)  # a different schedule: the state means nothing
-    with pytest.raises(PretrainInputError, match=r"another run \(epochs: checkpoint 3, now 5, lr: checkpoint 0\.001"):
+    with pytest.raises(
+        PretrainInputError, match=r"another run \(epochs: checkpoint 3, now 5, lr: checkpoint 0\.001"
+    ):
         pretrain(config(), other, tmp_path / "cut", tmp_path / "c", device="cpu", resume=True)
     with pytest.raises(PretrainInputError, match=r"another run \(dropout: checkpoint 0\.1, now 0\.2\)"):
         pretrain(config(dropout="0.2"), settings, tmp_path / "cut", tmp_path / "c", device="cpu", resume=True)

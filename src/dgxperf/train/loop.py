@@ -547,7 +547,9 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
                 save_checkpoint()
                 meter.resume()
         train_seconds = time.perf_counter() - epoch_started
-        graphs_in_epoch = parallel.compiled_graphs() - graphs_at_epoch  # before evaluation, which compiles its own
+        graphs_in_epoch = (
+            parallel.compiled_graphs() - graphs_at_epoch
+        )  # before evaluation, which compiles its own
         totals = meter.totals()
         dev = evaluate(model, task.dev, config, context, model_config.num_labels, sharded=sharded)
         epoch_record = {

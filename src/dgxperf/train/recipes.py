@@ -175,7 +175,9 @@ class TrainConfig:
         if not 0 <= self.dropout < 1 or not 0 <= self.attn_dropout < 1:
             raise RecipeError("dropout and attn_dropout must be in [0, 1)")
         if self.init_from is not None and self.task == "synthetic":
-            raise RecipeError("init_from needs real text: a pretrained vocabulary means nothing to task=synthetic")
+            raise RecipeError(
+                "init_from needs real text: a pretrained vocabulary means nothing to task=synthetic"
+            )
 
 
 BASELINE = TrainConfig(recipe="baseline")
