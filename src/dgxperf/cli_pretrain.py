@@ -55,6 +55,13 @@ def pretrain(
     ] = 128,
     mask_prob: Annotated[float, typer.Option("--mask-prob", help="Share of tokens to predict.")] = 0.15,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the weights, masks and row order.")] = 0,
+    extra_text: Annotated[
+        Path | None,
+        typer.Option(
+            "--extra-text",
+            help="Unlabeled UTF-8 text to pretrain on as well, one passage per line (never dev or test texts).",
+        ),
+    ] = None,
     device: DeviceOpt = "cuda",
     out: Annotated[
         Path | None, typer.Option("--out", help="Folder for encoder.pt, tokenizer.json and pretrain.json.")
@@ -73,7 +80,8 @@ def pretrain(
     json_out: JsonFlag = False,
 ) -> None:
     """Pretrain the encoder as a masked language model on the training split's own texts (no labels,
-    nothing from dev or test), so that `train --set init_from=OUT` starts from it."""
+    nothing from dev or test), and --extra-text's if given, so that `train --set init_from=OUT` starts
+    from it."""
     from dgxperf.store import default_store_path
     from dgxperf.train import recipes
     from dgxperf.train.data import DataError
@@ -91,11 +99,14 @@ def pretrain(
         usage_error(f"--device {device!r}: use cuda or cpu")
     if resume and out is None:
         usage_error("--resume needs --out DIR, the folder of the run to continue (same options as its start)")
+    if extra_text is not None and not extra_text.is_file():
+        usage_error(f"--extra-text {extra_text}: no such file")
     try:
         config = recipes.build_config(recipe, yaml_file=config_file, overrides=overrides)
         settings = PretrainSettings(
-            epochs=epochs, lr=lr, batch_size=batch_size, mask_prob=mask_prob, seed=seed
-        )
+            epochs=epochs, lr=lr, batch_size=batch_size, mask_prob=mask_prob, seed=seed,
+            extra_text=str(extra_text) if extra_text is not None else None,
+        )  # fmt: skip
         settings.validate()
         check_config(config)
     except (recipes.RecipeError, PretrainError) as exc:
@@ -140,6 +151,13 @@ def pretrain(
         f"{result['tokens_per_s_steady']:,.0f} tokens/s, {result['total_seconds']:.0f} s in all",
         highlight=False,
     )
+    extra = result.get("extra_text")
+    if extra:
+        console.print(
+            f"with {extra['tokens']:,} tokens of {extra['path']} besides the training texts' "
+            f"{extra['train_tokens']:,} ({extra['unk_share']:.1%} of them [UNK] to this tokenizer)",
+            highlight=False,
+        )
     console.print(
         f"fine-tune from it: dgxperf train --recipe {recipe} --set init_from={out_dir}", highlight=False
     )

