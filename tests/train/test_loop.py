@@ -59,6 +59,19 @@ def test_bucketing_cuts_padding_and_bf16_runs(tmp_path: Path) -> None:
     assert not (tmp_path / "opt" / "checkpoints").exists()
 
 
+def test_a_new_run_in_a_used_folder_logs_only_itself(tmp_path: Path) -> None:
+    """validate trains a recipe cut by a call's limit again into the same folder, without --resume: its
+    metrics.jsonl (the loss curve, the epochs of a run cut again) must not start with the cut run's lines."""
+    cfg = config("optimized", epochs="1", compile="false", num_workers="0", max_steps="4")
+    out = tmp_path / "opt"
+    out.mkdir()
+    (out / "metrics.jsonl").write_text('{"type": "step", "step": 99, "loss": 9.9}\n{"type": "epoch", "ep\n')
+    run(cfg, out, checkpoints=False)
+    steps = records(out, "step")
+    assert [s["step"] for s in steps] == sorted({s["step"] for s in steps}) and steps[-1]["step"] == 4
+    assert 99 not in [s["step"] for s in steps]
+
+
 def test_guide_recipe_with_grad_scaler_on_cpu(tmp_path: Path) -> None:
     result = run(config("guide", epochs="1", num_workers="0"), tmp_path / "guide", checkpoints=False)
     steps = records(tmp_path / "guide", "step")

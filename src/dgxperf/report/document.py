@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dgxperf.atomic import atomic_write
-from dgxperf.report.rates import rate_basis, recipe_rates, reference_spread, within_noise
+from dgxperf.report.rates import RECIPES, rate_basis, recipe_rates, reference_spread, within_noise
 
 Table = tuple[list[str], list[list[str]]]
 
@@ -65,9 +65,15 @@ def recipe_table(result: Mapping[str, Any]) -> Table:
                "MFU", "peak memory (GB)", "dev acc", "test acc", f"vs baseline ({basis})", f"vs guide ({basis})",
                "run"]  # fmt: skip
     runs = result.get("recipes") or {}
+    cut = {n: u for n, u in (result.get("unfinished") or {}).items() if "summary" not in runs.get(n, {})}
     rate = {n: recipe_rates(r["summary"], basis)[0] for n, r in runs.items() if "summary" in r}
+    rate |= {n: u["last_epoch"].get("samples_per_s") for n, u in cut.items() if basis == "epoch"}
     rows = []
-    for name, run in runs.items():
+    for name in [n for n in RECIPES if n in runs or n in cut] + [n for n in runs if n not in RECIPES]:
+        run = runs.get(name, {})
+        if name in cut:
+            rows.append(_unfinished_row(name, cut[name], rate))
+            continue
         if "summary" not in run:
             rows.append([name, *(["failed"] + ["—"] * (len(headers) - 3)), "—"])
             continue
@@ -90,6 +96,29 @@ def recipe_table(result: Mapping[str, Any]) -> Table:
             f"#{run['run_id']}" if run.get("run_id") is not None else "—",
         ])  # fmt: skip
     return headers, rows
+
+
+def _unfinished_row(name: str, unfinished: Mapping[str, Any], rate: Mapping[str, Any]) -> list[str]:
+    """A recipe cut or failed after whole epochs: its last epoch's figures, and in place of a test
+    accuracy, how far it got (it never reached the test)."""
+    e = unfinished["last_epoch"]
+    memory = e.get("peak_memory_bytes")
+    how = "cut" if unfinished["how"] == "interrupted" else "failed"
+    return [
+        name,
+        _num(e.get("epoch_seconds"), "{:,.1f}"),
+        "—",
+        _num(e.get("samples_per_s")),
+        "—",
+        _num(e.get("real_tokens_per_s")),
+        _num(e.get("mfu"), "{:.1%}"),
+        _num(memory / 1e9 if memory else None, "{:.1f}"),
+        _num(e.get("dev_accuracy"), "{:.2%}"),
+        f"{how} after epoch {unfinished['epochs_done']} of {unfinished['epochs_planned']}",
+        _ratio(rate.get(name), rate.get("baseline")),
+        _ratio(rate.get(name), rate.get("guide")),
+        "—",
+    ]
 
 
 def _interval(ci: Any) -> str:

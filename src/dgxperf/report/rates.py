@@ -12,6 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+# The recipes in the order every table and figure lists them.
+RECIPES = ("baseline", "guide", "optimized")
+
 
 def rate_basis(result: Mapping[str, Any]) -> str:
     """Which rate the speed-ups compare: the whole last epoch when the plan ran two or more epochs (the last

@@ -33,11 +33,10 @@ from typing import Any
 
 from dgxperf import __version__
 from dgxperf.atomic import atomic_write
-from dgxperf.report.rates import is_reference
+from dgxperf.report.rates import RECIPES, is_reference
 from dgxperf.train.pretrain import CHECKPOINT_FILE, ENCODER_FILE, TOKENIZER_FILE
 
 VALIDATE_SCHEMA = "dgxperf.validate/1"
-RECIPES = ("baseline", "guide", "optimized")
 # The order the train phase runs them in: the comparison issue 4 is about (optimized vs guide) first, and
 # baseline, the slowest (about half the phase on the H200), last, so a call cut at its time limit loses only
 # baseline, which --resume then trains. Tables keep RECIPES' order.
@@ -306,6 +305,7 @@ class Runner:
             "bench": None,
             "pretrain": None,
             "recipes": {},
+            "unfinished": {},
             "advice": {},
             "ablation": [],
         }
@@ -551,8 +551,14 @@ class Runner:
             result = self._dgxperf_json(
                 self._train_args(recipe, {}, out), f"train-{recipe}", what=f"train {recipe}", metrics=out
             )
+        except (KeyboardInterrupt, PhaseError) as exc:
+            self._note_unfinished(
+                recipe, out, "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+            )
+            raise
         finally:
             self._stop(monitor)
+        self.data["unfinished"].pop(recipe, None)
         return {
             "run_id": result.get("run_id"),
             "summary": result["summary"],
@@ -570,6 +576,30 @@ class Runner:
             "config": result.get("config"),
             "recording": str(recording.relative_to(self.out_dir)),
             "window": [began, time.time()],
+        }
+
+    def _note_unfinished(self, recipe: str, out: Path, how: str) -> None:
+        """What a recipe that did not finish measured: its last whole epoch, if it completed one, so that
+        the report shows those figures, marked as cut, instead of nothing. A later --resume trains the
+        recipe again from its start (validate trains with --no-checkpoint) and replaces this."""
+        epochs = _read_epochs(out / "metrics.jsonl")
+        if not epochs:
+            return
+        last = epochs[-1]
+        keep = (
+            "epoch_seconds",
+            "samples_per_s",
+            "real_tokens_per_s",
+            "mfu",
+            "peak_memory_bytes",
+            "dev_accuracy",
+        )
+        self.data["unfinished"][recipe] = {
+            "how": how,
+            "epochs_done": len(epochs),
+            "epochs_planned": self.plan.epochs,
+            "last_epoch": {k: last.get(k) for k in keep},
+            "dev_accuracy_per_epoch": [e.get("dev_accuracy") for e in epochs],
         }
 
     def _advise(self) -> str | None:
@@ -763,6 +793,23 @@ def _step_text(metrics_dir: Path | None) -> str:
     last = steps[-1]
     total = f"/{last['total_steps']}" if last.get("total_steps") else ""
     return f"step {last['step']}{total}, loss {last['loss']:.3f}, {last.get('samples_per_s') or 0:.0f} samples/s, "
+
+
+def _read_epochs(path: Path) -> list[dict[str, Any]]:
+    """The per-epoch records of a run's metrics.jsonl, in order; none when it has none or is unreadable."""
+    try:
+        lines = path.read_bytes().decode(errors="replace").splitlines()
+    except OSError:
+        return []
+    epochs = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and record.get("type") == "epoch":
+            epochs.append(record)
+    return epochs
 
 
 def _read_steps(path: Path, *, last_only: bool = False) -> list[dict[str, Any]]:

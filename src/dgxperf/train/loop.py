@@ -395,6 +395,8 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
         _truncate_log(options.out_dir / "metrics.jsonl", step)
     else:
         torch.manual_seed(config.seed + 1000 * context.rank)  # dropout differs per rank, reproducibly
+        if context.is_main:  # a new run in a used folder logs from an empty file, not after the old run's
+            (options.out_dir / "metrics.jsonl").unlink(missing_ok=True)
 
     spec = match_spec(torch.cuda.get_device_name(context.device), None) if context.cuda else None
     peak = peak_tflops(spec, "bf16") if spec else None
