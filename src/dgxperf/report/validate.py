@@ -582,7 +582,7 @@ class Runner:
         """What a recipe that did not finish measured: its last whole epoch, if it completed one, so that
         the report shows those figures, marked as cut, instead of nothing. A later --resume trains the
         recipe again from its start (validate trains with --no-checkpoint) and replaces this."""
-        epochs = _read_epochs(out / "metrics.jsonl")
+        epochs = _read_records(out / "metrics.jsonl", "epoch")
         if not epochs:
             return
         last = epochs[-1]
@@ -795,25 +795,9 @@ def _step_text(metrics_dir: Path | None) -> str:
     return f"step {last['step']}{total}, loss {last['loss']:.3f}, {last.get('samples_per_s') or 0:.0f} samples/s, "
 
 
-def _read_epochs(path: Path) -> list[dict[str, Any]]:
-    """The per-epoch records of a run's metrics.jsonl, in order; none when it has none or is unreadable."""
-    try:
-        lines = path.read_bytes().decode(errors="replace").splitlines()
-    except OSError:
-        return []
-    epochs = []
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict) and record.get("type") == "epoch":
-            epochs.append(record)
-    return epochs
-
-
-def _read_steps(path: Path, *, last_only: bool = False) -> list[dict[str, Any]]:
-    """The per-step records of a run's metrics.jsonl (loss, rate, lr), tolerating a line being written."""
+def _read_records(path: Path, kind: str, *, last_only: bool = False) -> list[dict[str, Any]]:
+    """The records of one type ("step", "epoch") of a run's metrics.jsonl, in order, tolerating a line being
+    written; none when the file is missing or unreadable."""
     try:
         with path.open("rb") as handle:
             if last_only:  # polled twice a second for the progress line: read the tail, not the whole file
@@ -823,16 +807,21 @@ def _read_steps(path: Path, *, last_only: bool = False) -> list[dict[str, Any]]:
         return []
     if last_only:
         lines = lines[-5:]
-    keep = ("step", "epoch", "loss", "lr", "samples_per_s", "real_tokens_per_s", "mfu", "total_steps")
-    steps = []
+    records = []
     for line in lines:
         try:
             record = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if record.get("type") == "step":
-            steps.append({k: record.get(k) for k in keep})
-    return steps
+        if isinstance(record, dict) and record.get("type") == kind:
+            records.append(record)
+    return records
+
+
+def _read_steps(path: Path, *, last_only: bool = False) -> list[dict[str, Any]]:
+    """The per-step records of a run's metrics.jsonl (loss, rate, lr)."""
+    keep = ("step", "epoch", "loss", "lr", "samples_per_s", "real_tokens_per_s", "mfu", "total_steps")
+    return [{k: r.get(k) for k in keep} for r in _read_records(path, "step", last_only=last_only)]
 
 
 def _warmup_summary(warmup: Mapping[str, Any] | None) -> dict[str, Any] | None:
