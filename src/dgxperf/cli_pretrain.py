@@ -100,7 +100,10 @@ def pretrain(
     if resume and out is None:
         usage_error("--resume needs --out DIR, the folder of the run to continue (same options as its start)")
     if extra_text is not None and not extra_text.is_file():
-        usage_error(f"--extra-text {extra_text}: no such file")
+        usage_error(
+            f"--extra-text {extra_text}: "
+            + ("a folder, not a file" if extra_text.is_dir() else "no such file")
+        )
     try:
         config = recipes.build_config(recipe, yaml_file=config_file, overrides=overrides)
         settings = PretrainSettings(

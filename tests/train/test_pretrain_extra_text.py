@@ -131,6 +131,8 @@ def test_unreadable_extra_text_is_refused(
         read_extra_text(path, tokenizer, held_out)
     with pytest.raises(PretrainInputError, match=r"no such file"):
         read_extra_text(tmp_path / "missing.txt", tokenizer, held_out)
+    with pytest.raises(PretrainInputError, match=r"a folder, not a file"):
+        read_extra_text(tmp_path, tokenizer, held_out)
 
 
 def test_resume_refuses_another_extra_text(home: Path, news: Path, tmp_path: Path) -> None:
@@ -175,6 +177,10 @@ def test_cli_a_missing_extra_text_exits_2_before_anything_runs(home: Path, tmp_p
     result = dgxperf(home, *CPU, "--extra-text", str(tmp_path / "nope.txt"), "--out", str(out))
     assert result.exit_code == 2
     assert result.stderr.strip() == f"error: --extra-text {tmp_path / 'nope.txt'}: no such file"
+    assert not out.exists()
+    result = dgxperf(home, *CPU, "--extra-text", str(tmp_path), "--out", str(out))
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"error: --extra-text {tmp_path}: a folder, not a file"
     assert not out.exists()
 
 

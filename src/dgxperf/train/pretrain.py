@@ -127,7 +127,9 @@ def read_extra_text(path: Path, tokenizer: Any, held_out: Any) -> tuple[Any, dic
     from dgxperf.train.tokenizer import CLS_ID, SEP_ID, UNK_ID
 
     if not path.is_file():
-        raise PretrainInputError(f"--extra-text {path}: no such file")
+        raise PretrainInputError(
+            f"--extra-text {path}: " + ("a folder, not a file" if path.is_dir() else "no such file")
+        )
     raw = path.read_bytes()
     passages: list[str] = []
     for number, line in enumerate(raw.splitlines(), start=1):
