@@ -30,3 +30,25 @@ def test_train_view_shows_the_test_accuracy_and_its_interval_when_the_result_has
     with_interval = copy.deepcopy(result)
     with_interval["summary"]["test_accuracy_ci95"] = [0.8435, 0.8761]
     assert "test: accuracy 0.8606 (95% interval 0.8435-0.8761), macro-F1" in rendered(with_interval)
+
+
+def paired_text(paired: dict[str, object]) -> str:
+    from dgxperf.render import render_paired
+
+    console = Console(record=True, width=400, color_system=None)
+    render_paired(console, 3, 4, paired)
+    return console.export_text()
+
+
+def test_paired_test_line_gives_the_gap_its_interval_and_p() -> None:
+    pair = {"samples": 1736, "accuracy_a": 0.8491, "accuracy_b": 0.8554, "difference": -0.0063,
+            "difference_ci95": [-0.0171, 0.0045], "a_only": 45, "b_only": 56, "p_value": 0.3197}  # fmt: skip
+    text = paired_text(pair)
+    assert "over the same 1,736 examples: run 3 84.91% vs run 4 85.54%" in text
+    assert "difference -0.63 points (95% interval -1.71 to +0.45)" in text
+    assert "right only in run 3: 45, only in run 4: 56; McNemar p = 0.32" in text
+
+
+def test_paired_test_line_says_why_there_is_none() -> None:
+    text = paired_text({"error": "/x: no test_predictions.json (runs before ...)"})
+    assert text.startswith("no paired test comparison: /x: no test_predictions.json")

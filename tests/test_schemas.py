@@ -94,8 +94,8 @@ def test_every_schema_file_is_registered_and_every_result_type_has_one() -> None
     emitted = set()
     for module in (ROOT / "src" / "dgxperf").rglob("*.py"):
         emitted |= set(re.findall(r'"(dgxperf\.[a-z.]+/\d+)"', module.read_text()))
-    # not --json results: monitor recordings (JSON Lines), caches and checkpoints of `train`, and the
-    # weights file of a `pretrain` folder
+    # not --json results: monitor recordings (JSON Lines), caches, checkpoints and test predictions of
+    # `train`, and the weights file of a `pretrain` folder
     internal = {
         "dgxperf.recording/1",
         "dgxperf.encoder/1",
@@ -104,6 +104,7 @@ def test_every_schema_file_is_registered_and_every_result_type_has_one() -> None
         "dgxperf.train.task/1",
         "dgxperf.train.encoded/1",
         "dgxperf.train.sampler/1",
+        "dgxperf.train.predictions/1",
     }
     assert emitted - internal == set(KINDS)
 

@@ -1186,7 +1186,7 @@ def runs_compare(
     json_out: JsonFlag = False,
 ) -> None:
     """Put two runs side by side: what differs in the node and in the results."""
-    from dgxperf.render import render_comparison
+    from dgxperf.render import render_comparison, render_paired
     from dgxperf.store import StoreError, compare
 
     store = _store_or_exit()
@@ -1195,10 +1195,23 @@ def runs_compare(
     except StoreError as exc:
         usage_error(str(exc))
     comparison = compare(first, second)
+    paired = _paired_test(first.result, second.result) if first.command == second.command == "train" else None
     if json_out:
-        print_json({"a": a, "b": b, **comparison.to_json()})
+        print_json({"a": a, "b": b, **comparison.to_json(), **({"paired_test": paired} if paired else {})})
         return
     render_comparison(console, first, second, comparison)
+    if paired:
+        render_paired(console, a, b, paired)
+
+
+def _paired_test(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Two train runs' test answers paired review by review, from the predictions in their run folders."""
+    from dgxperf.train.paired import PredictionsError, compare_runs
+
+    try:
+        return compare_runs(Path(str(a.get("out_dir"))), Path(str(b.get("out_dir"))))
+    except PredictionsError as exc:
+        return {"error": str(exc)}
 
 
 # -- schema -------------------------------------------------------------------------------------------------

@@ -197,6 +197,22 @@ def render_comparison(console: Console, a: RunRecord, b: RunRecord, comparison: 
         console.print("same results")
 
 
+def render_paired(console: Console, a: int, b: int, paired: Mapping[str, Any]) -> None:
+    """Two train runs' test accuracies compared on the same reviews (``dgxperf.train.paired``)."""
+    if "error" in paired:
+        console.print(f"[yellow]no paired test comparison:[/] {paired['error']}", highlight=False)
+        return
+    low, high = paired["difference_ci95"]
+    console.print(
+        f"test accuracy, paired over the same {paired['samples']:,} examples: run {a} "
+        f"{paired['accuracy_a']:.2%} vs run {b} {paired['accuracy_b']:.2%}, difference "
+        f"{100 * paired['difference']:+.2f} points (95% interval {100 * low:+.2f} to {100 * high:+.2f}); "
+        f"right only in run {a}: {paired['a_only']:,}, only in run {b}: {paired['b_only']:,}; "
+        f"McNemar p = {paired['p_value']:.3g}",
+        highlight=False,
+    )
+
+
 def _fmt(value: float | None, digits: int = 1) -> str:
     return "—" if value is None else f"{value:,.{digits}f}"
 

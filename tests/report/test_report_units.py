@@ -323,3 +323,39 @@ def test_train_runs_optimized_and_guide_before_baseline_and_tables_keep_the_reci
     assert runner.phases["train"].state == "failed" and "baseline: cut" in (
         runner.phases["train"].error or ""
     )
+
+
+def test_finished_recipes_are_paired_with_guide_review_by_review(tmp_path: Path) -> None:
+    import types
+
+    import numpy as np
+
+    from dgxperf.train.paired import PREDICTIONS_FILE, write_predictions
+
+    gold = [0, 1, 0, 1, 0, 1, 0, 1]
+    task = types.SimpleNamespace(split_hash="h", labels=("neg", "pos"),
+                                 test=types.SimpleNamespace(labels=np.asarray(gold)))  # fmt: skip
+    answers = {"guide": [0, 1, 0, 1, 0, 1, 1, 0], "optimized": [0, 1, 1, 0, 0, 1, 0, 0]}
+    for recipe, predictions in answers.items():
+        (tmp_path / "train" / recipe).mkdir(parents=True)
+        write_predictions(tmp_path / "train" / recipe / PREDICTIONS_FILE, task, predictions)
+    runner = validate.Runner(plan(gpu_count=0), tmp_path)
+    runner.data["recipes"] = {"optimized": {"summary": {}}}
+    assert runner._pair_with("guide") == {}  # nothing to pair with until guide has finished
+    runner.data["recipes"] |= {"guide": {"summary": {}}, "baseline": {"summary": {}}}
+    pairs = runner._pair_with("guide")
+    assert list(pairs) == ["baseline", "optimized"]  # the tables' order
+    assert "no test_predictions.json" in pairs["baseline"]["error"]  # its folder has none
+    optimized = pairs["optimized"]
+    assert (optimized["a_only"], optimized["b_only"], optimized["against"]) == (1, 2, "guide")
+    assert optimized["difference"] == pytest.approx(-1 / 8)
+
+    result = {"plan": {"mode": "full"}, "phases": [], "recipes": {}, "paired": pairs}
+    _, rows = document.paired_table(result)
+    assert rows[1][:5] == ["optimized", "guide", "-12.50", rows[1][3], "1"] and rows[1][6] == "1"
+    assert rows[0][0] == "baseline" and "no test_predictions.json" in rows[0][-1]
+    md = document.render_markdown(result, {})
+    assert "### Test accuracy paired with guide's" in md and "McNemar's exact test" in md
+    assert "paired with guide" not in document.render_markdown(result | {"paired": {}}, {})
+    titles = [title for title, _ in document.tables_for_terminal(result)]
+    assert titles[1] == "test accuracy paired with guide's, review by review"

@@ -76,6 +76,16 @@ def test_quick_mode_runs_every_phase_within_five_minutes(quick_run: dict[str, An
     assert all(r.get("samples_per_s") for r in data["ablation"])
     md = Path(data["report_md"]).read_text()
     assert "Quick mode" in md and "| baseline |" in md
+    # baseline's and optimized's test answers paired with guide's, review by review
+    assert set(data["paired"]) == {"baseline", "optimized"}
+    for recipe, pair in data["paired"].items():
+        assert pair["against"] == "guide" and pair["samples"] >= 64
+        accuracy = data["recipes"][recipe]["summary"]["test_accuracy"]
+        assert pair["accuracy_a"] == pytest.approx(accuracy)
+        assert pair["difference"] == pytest.approx(
+            accuracy - data["recipes"]["guide"]["summary"]["test_accuracy"]
+        )
+    assert "### Test accuracy paired with guide's" in md and "McNemar" in md
     assert "Every recipe started from scratch (--pretrain-epochs N" in md
 
 

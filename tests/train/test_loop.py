@@ -17,6 +17,7 @@ import torch
 from dgxperf.train import recipes
 from dgxperf.train.loop import RunOptions, TrainError, train
 from dgxperf.train.model import Encoder
+from dgxperf.train.paired import load_predictions
 
 QUICK = {"preset": "tiny", "train_samples": "512", "batch_size": "32", "lr": "2e-3", "log_every": "4",
          "warmup_ratio": "0.05"}  # fmt: skip
@@ -50,6 +51,10 @@ def test_baseline_learns_and_reports(tmp_path: Path) -> None:
     assert result["data"]["subset"] == {"train": 512, "dev": 64, "test": 64}
     assert (tmp_path / "run" / "tokenizer.json").exists() and (tmp_path / "run" / "result.json").exists()
     assert (tmp_path / "run" / "checkpoints" / "latest").exists()
+    answers = load_predictions(tmp_path / "run")  # every test review's answer, to pair with another run
+    assert len(answers["predictions"]) == 64 and result["test_predictions"] == "test_predictions.json"
+    right = sum(p == y for p, y in zip(answers["predictions"], answers["gold"], strict=True))
+    assert right / 64 == result["test"]["accuracy"]
 
 
 def test_bucketing_cuts_padding_and_bf16_runs(tmp_path: Path) -> None:
@@ -132,6 +137,11 @@ def test_two_processes_with_torchrun_and_gloo(tmp_path: Path) -> None:
     losses = [s["loss"] for s in records(out, "step")]
     assert sum(losses[:2]) > sum(losses[-2:])  # 24 steps of a global batch of 128: it learns
     assert "train" in cli("runs", "list", home=tmp_path).stdout
+    # Each rank evaluates half the test reviews; the answers file holds all of them, in the split's order.
+    answers = load_predictions(out)
+    assert len(answers["predictions"]) == data["test"]["samples"] == 128 and -1 not in answers["predictions"]
+    right = sum(p == y for p, y in zip(answers["predictions"], answers["gold"], strict=True))
+    assert right / 128 == data["test"]["accuracy"]
 
 
 def test_resume_after_kill_matches_an_uninterrupted_run(tmp_path: Path) -> None:
@@ -163,6 +173,14 @@ def test_resume_after_kill_matches_an_uninterrupted_run(tmp_path: Path) -> None:
     assert [e["dev_loss"] for e in got["epochs"]] == [e["dev_loss"] for e in expected["epochs"]]
     steps = records(out, "step")
     assert [s["step"] for s in steps] == sorted({s["step"] for s in steps})  # no step logged twice
+    # The same answers review by review, which `runs compare` shows beside the differing fields.
+    compared = json.loads(cli("runs", "compare", str(expected["run_id"]), str(got["run_id"]), "--json",
+                              home=tmp_path).stdout)  # fmt: skip
+    assert compared["paired_test"]["a_only"] == compared["paired_test"]["b_only"] == 0
+    assert compared["paired_test"]["accuracy_a"] == expected["test"]["accuracy"]
+    human = cli("runs", "compare", str(expected["run_id"]), str(got["run_id"]), home=tmp_path).stdout
+    words = " ".join(human.split())  # Rich wraps long lines at the terminal's width
+    assert "difference +0.00 points" in words and "McNemar p = 1" in words
 
 
 def test_bad_user_data_is_a_usage_error_with_file_and_line(tmp_path: Path) -> None:

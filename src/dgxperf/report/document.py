@@ -126,6 +126,36 @@ def _interval(ci: Any) -> str:
     return f" ({100 * ci[0]:.1f}–{100 * ci[1]:.1f})" if ci else ""
 
 
+PAIRED_NOTE = (
+    "Each recipe's test answers paired with guide's on the same reviews: only the reviews exactly one of the "
+    "two gets right carry a difference, so a gap far smaller than either accuracy's own interval can be told "
+    "from noise here. The interval is that of the paired difference (95%); p is McNemar's exact test, the "
+    "chance of a split of those reviews at least this uneven if the two recipes were equally accurate"
+)
+
+
+def paired_table(result: Mapping[str, Any]) -> Table:
+    """Test accuracy against guide's, review by review: is a gap real or one split's noise?"""
+    headers = ["recipe", "vs", "test acc difference (points)", "95% interval", "right only here",
+               "right only in the other", "McNemar p"]  # fmt: skip
+    rows = []
+    for name, pair in (result.get("paired") or {}).items():
+        if "error" in pair:
+            rows.append([name, pair["against"], "—", "—", "—", "—", pair["error"]])
+            continue
+        low, high = pair["difference_ci95"]
+        rows.append([
+            name,
+            pair["against"],
+            f"{100 * pair['difference']:+.2f}",
+            f"{100 * low:+.2f} to {100 * high:+.2f}",
+            f"{pair['a_only']:,}",
+            f"{pair['b_only']:,}",
+            f"{pair['p_value']:.3g}",
+        ])  # fmt: skip
+    return headers, rows
+
+
 def ablation_table(result: Mapping[str, Any]) -> Table:
     headers = ["variant", "what changes", "samples/s", "vs reference", "MFU", "peak memory (GB)", "run"]
     rows = []
@@ -324,6 +354,9 @@ def render_markdown(result: Mapping[str, Any], figure_files: Mapping[str, str]) 
     out += ["", f"Run {_run_ref(result)}, {_timing(result)}. " + _choices(result), ""]
     out += ["## Guide A §7's table for this node", "", _md_table(recipe_table(result))]
     out += [f"{rates_note(result)} (`dgxperf runs show ID`).", ""]
+    if result.get("paired"):
+        out += ["### Test accuracy paired with guide's", "", _md_table(paired_table(result))]
+        out += [f"{PAIRED_NOTE}.", ""]
     for name in ("throughput", "accuracy", "loss"):
         if name in figure_files:
             out += [f"![{FIGURE_TITLES[name]}]({figure_files[name]})", ""]
@@ -392,6 +425,9 @@ def render_html(result: Mapping[str, Any], figures: Mapping[str, bytes]) -> str:
     parts.append(
         f'<p class="small">{html.escape(rates_note(result))} (<code>dgxperf runs show ID</code>).</p>'
     )
+    if result.get("paired"):
+        parts += ["<h3>Test accuracy paired with guide's</h3>", _html_table(paired_table(result), "paired")]
+        parts.append(f'<p class="small">{html.escape(PAIRED_NOTE)}.</p>')
     for name in ("throughput", "accuracy", "loss"):
         if name in figures:
             parts.append(_html_figure(name, figures[name], FIGURE_TITLES[name]))
@@ -452,4 +488,7 @@ def tables_for_terminal(result: Mapping[str, Any]) -> Sequence[tuple[str, Table]
             f"vs guide ({basis})", "run"]  # fmt: skip
     recipes = _columns(recipe_table(result), keep)
     ablation = _columns(ablation_table(result), ["variant", "samples/s", "vs reference", "run"])
-    return (("guide A §7's table for this node", recipes), ("ablation", ablation))
+    tables: list[tuple[str, Table]] = [("guide A §7's table for this node", recipes)]
+    if result.get("paired"):
+        tables.append(("test accuracy paired with guide's, review by review", paired_table(result)))
+    return (*tables, ("ablation", ablation))

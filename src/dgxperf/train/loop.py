@@ -22,6 +22,7 @@ from dgxperf import __version__
 from dgxperf.train import checkpoint, parallel
 from dgxperf.train.flops import flops_for_batch
 from dgxperf.train.metrics import ThroughputMeter, scores, wilson_interval
+from dgxperf.train.paired import PREDICTIONS_FILE, write_predictions
 from dgxperf.train.recipes import RecipeError, TrainConfig
 from dgxperf.train.warmup import run_shapes, union_across_ranks, warm_shapes
 
@@ -232,13 +233,21 @@ def evaluate(
     num_labels: int,
     *,
     sharded: bool = False,
-) -> dict[str, float]:
-    """Accuracy and macro-F1 over the whole split, summed across ranks (each evaluates its share)."""
+    keep_predictions: bool = False,
+) -> dict[str, Any]:
+    """Accuracy and macro-F1 over the whole split, summed across ranks (each evaluates its share).
+
+    ``keep_predictions``: also return ``predictions``, the predicted label of every example in the split's
+    order (gathered from all ranks), so that two runs can be compared review by review
+    (``metrics.paired_comparison``)."""
     import torch
 
-    loader, _ = make_loader(split, config, context, train=False)
+    loader, sampler = make_loader(split, config, context, train=False)
+    # The eval loader has no workers and a fixed order: its batches are exactly these index lists.
+    index_batches = sampler.rank_batches(sampler.epoch)
     n = num_labels
     matrix = torch.zeros(n, n, dtype=torch.long, device=context.device)
+    predicted = torch.full((len(split),), -1, dtype=torch.long, device=context.device)
     loss_sum = torch.zeros((), dtype=torch.float64, device=context.device)
     was_training = model.training
     model.eval()
@@ -256,7 +265,7 @@ def evaluate(
     with torch.no_grad(), autocast(config, context):
         for _ in range(extra):
             model(torch.full((1, 2), 2, dtype=torch.long, device=context.device), None)  # [CLS] [SEP]
-        for batch in batches:
+        for batch, indices in zip(batches, index_batches, strict=True):
             ids = batch["input_ids"].to(context.device, non_blocking=config.non_blocking)
             mask = batch["attention_mask"].to(context.device, non_blocking=config.non_blocking)
             labels = batch["labels"].to(context.device, non_blocking=config.non_blocking)
@@ -265,14 +274,20 @@ def evaluate(
             loss_sum += torch.nn.functional.cross_entropy(logits.float(), labels, reduction="sum").double()
             preds = logits.argmax(dim=-1)
             matrix.index_put_((labels, preds), torch.ones_like(labels), accumulate=True)
+            if keep_predictions:
+                predicted[torch.as_tensor(indices, device=context.device)] = preds
     if context.distributed:
         import torch.distributed as dist
 
         dist.all_reduce(matrix)
         dist.all_reduce(loss_sum)
+        if keep_predictions:
+            dist.all_reduce(predicted, op=dist.ReduceOp.MAX)  # each example is one rank's; the rest hold -1
     model.train(was_training)
-    result = scores(matrix.tolist())
+    result: dict[str, Any] = scores(matrix.tolist())
     result["loss"] = float(loss_sum.item()) / max(1, int(result["samples"]))
+    if keep_predictions:
+        result["predictions"] = predicted.tolist()
     return result
 
 
@@ -583,7 +598,12 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
         if options.checkpoints:
             save_checkpoint()
 
-    test = evaluate(model, task.test, config, context, model_config.num_labels, sharded=sharded)
+    test = evaluate(
+        model, task.test, config, context, model_config.num_labels, sharded=sharded, keep_predictions=True
+    )
+    predictions = test.pop("predictions")
+    if context.is_main:
+        write_predictions(options.out_dir / PREDICTIONS_FILE, task, predictions)
     log.write(
         {
             "type": "test",
@@ -641,6 +661,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
             **steady_state(windows),
         },
         "out_dir": str(options.out_dir),
+        "test_predictions": PREDICTIONS_FILE,
     }
     (options.out_dir / "result.json").write_text(json.dumps(result, indent=1, default=str))
     return result

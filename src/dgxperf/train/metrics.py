@@ -11,6 +11,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import Any
 
 from dgxperf.train.flops import mfu as flops_mfu
@@ -54,6 +55,56 @@ def wilson_interval(accuracy: float, samples: int, z: float = 1.96) -> list[floa
     half = z * math.sqrt(accuracy * (1 - accuracy) / samples + z * z / (4 * samples * samples))
     scale = 1 + z * z / samples
     return [max(0.0, (centre - half) / scale), min(1.0, (centre + half) / scale)]
+
+
+def paired_comparison(
+    predictions_a: Sequence[int], predictions_b: Sequence[int], gold: Sequence[int], z: float = 1.96
+) -> dict[str, Any]:
+    """Two classifiers' accuracies on the *same* examples, compared pair by pair.
+
+    Two accuracies each known to +-1.6 points (``wilson_interval``) can still differ clearly: on the same
+    test reviews most answers agree, and only the reviews exactly one of the two gets right carry the
+    difference. ``a_only``/``b_only`` count those; ``difference`` is accuracy a minus accuracy b, with the
+    Wald interval of a paired difference of proportions; ``p_value`` is McNemar's exact test (a two-sided
+    binomial test of ``a_only`` against ``a_only + b_only`` at one half): the chance of a split at least
+    this uneven if the two were equally good.
+    """
+    n = len(gold)
+    if len(predictions_a) != n or len(predictions_b) != n:
+        raise ValueError(
+            f"paired predictions must cover the same examples: {len(predictions_a)} and "
+            f"{len(predictions_b)} predictions for {n} labels"
+        )
+    if n == 0:
+        raise ValueError("no examples to compare")
+    a_only = b_only = 0
+    for a, b, y in zip(predictions_a, predictions_b, gold, strict=True):
+        if a == y and b != y:
+            a_only += 1
+        elif b == y and a != y:
+            b_only += 1
+    difference = (a_only - b_only) / n
+    spread = z * math.sqrt(max(0.0, a_only + b_only - (a_only - b_only) ** 2 / n)) / n
+    return {
+        "samples": n,
+        "a_only": a_only,
+        "b_only": b_only,
+        "difference": difference,
+        "difference_ci95": [difference - spread, difference + spread],
+        "p_value": mcnemar_exact(a_only, b_only),
+    }
+
+
+def mcnemar_exact(a_only: int, b_only: int) -> float:
+    """Two-sided exact McNemar p-value: 1.0 when the discordant pairs split evenly (or there are none)."""
+    if a_only < 0 or b_only < 0:
+        raise ValueError("discordant counts cannot be negative")
+    total = a_only + b_only
+    if total == 0:
+        return 1.0
+    tail = sum(math.comb(total, k) for k in range(min(a_only, b_only) + 1))
+    # Exact integers: 2**total is far past a float's range for a few thousand pairs, the ratio is not.
+    return min(1.0, float(Fraction(2 * tail, 2**total)))
 
 
 @dataclasses.dataclass
