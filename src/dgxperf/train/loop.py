@@ -247,7 +247,10 @@ def evaluate(
     index_batches = sampler.rank_batches(sampler.epoch)
     n = num_labels
     matrix = torch.zeros(n, n, dtype=torch.long, device=context.device)
-    predicted = torch.full((len(split),), -1, dtype=torch.long, device=context.device)
+    # Every example belongs to one rank; the others keep -1 there, so a MAX all-reduce gathers them.
+    predicted = torch.full(
+        (len(split) if keep_predictions else 0,), -1, dtype=torch.long, device=context.device
+    )
     loss_sum = torch.zeros((), dtype=torch.float64, device=context.device)
     was_training = model.training
     model.eval()
@@ -282,7 +285,7 @@ def evaluate(
         dist.all_reduce(matrix)
         dist.all_reduce(loss_sum)
         if keep_predictions:
-            dist.all_reduce(predicted, op=dist.ReduceOp.MAX)  # each example is one rank's; the rest hold -1
+            dist.all_reduce(predicted, op=dist.ReduceOp.MAX)
     model.train(was_training)
     result: dict[str, Any] = scores(matrix.tolist())
     result["loss"] = float(loss_sum.item()) / max(1, int(result["samples"]))

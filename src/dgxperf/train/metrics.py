@@ -77,12 +77,12 @@ def paired_comparison(
         )
     if n == 0:
         raise ValueError("no examples to compare")
-    a_only = b_only = 0
+    a_right = b_right = a_only = b_only = 0
     for a, b, y in zip(predictions_a, predictions_b, gold, strict=True):
-        if a == y and b != y:
-            a_only += 1
-        elif b == y and a != y:
-            b_only += 1
+        a_right += a == y
+        b_right += b == y
+        a_only += a == y and b != y
+        b_only += b == y and a != y
     difference = (a_only - b_only) / n
     spread = z * math.sqrt(max(0.0, a_only + b_only - (a_only - b_only) ** 2 / n)) / n
     return {
@@ -92,6 +92,8 @@ def paired_comparison(
         "difference": difference,
         "difference_ci95": [difference - spread, difference + spread],
         "p_value": mcnemar_exact(a_only, b_only),
+        "accuracy_a": a_right / n,
+        "accuracy_b": b_right / n,
     }
 
 

@@ -79,14 +79,7 @@ def compare_predictions(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str,
         raise PredictionsError(
             "the runs' test examples differ (other labels, or another subset): their answers cannot be paired"
         )
-    result = paired_comparison(a["predictions"], b["predictions"], a["gold"])
-    result["accuracy_a"] = _accuracy(a["predictions"], a["gold"])
-    result["accuracy_b"] = _accuracy(b["predictions"], b["gold"])
-    return result
-
-
-def _accuracy(predictions: list[int], gold: list[int]) -> float:
-    return sum(p == y for p, y in zip(predictions, gold, strict=True)) / len(gold)
+    return paired_comparison(a["predictions"], b["predictions"], a["gold"])
 
 
 def compare_runs(dir_a: Path, dir_b: Path) -> dict[str, Any]:
