@@ -79,7 +79,9 @@ def test_advise_on_the_committed_derived_h200_recording() -> None:
     assert not_evaluated["input.cpu_bound"].startswith("needs host cpu_util_pct")
     assert "the recording has no host readings" in not_evaluated["input.cpu_bound"]
     assert not_evaluated["input.iowait"].startswith("needs host iowait_pct")
-    assert set(not_evaluated) == {"input.cpu_bound", "input.iowait"}
+    # nor the CPU share of the GPU's processes (recorded since 2026-12-04)
+    assert not_evaluated["launch.host_bound"].startswith("needs process cpu_pct")
+    assert set(not_evaluated) == {"input.cpu_bound", "input.iowait", "launch.host_bound"}
 
 
 # ============================================================================ range vs sliding windows

@@ -365,6 +365,28 @@ def test_processes_are_read_every_nth_tick_and_repeated_between(tmp_path: Path) 
     assert all(s.processes and s.processes[0]["pid"] == 4242 for s in samples)
 
 
+def test_processes_carry_their_cpu_share_from_the_second_read_on(tmp_path: Path) -> None:
+    from dgxperf.hw.proccpu import ProcessCpu
+    from tests.hw.test_proccpu import Clock, write_proc
+
+    tel, _ = open_fake(tmp_path, processes_every=2)
+    clock = Clock()
+    tel._cpu = ProcessCpu(tmp_path, clock)
+    tel._cpu.hz = 100
+    write_proc(tmp_path, 4242, {4242: ("python3", 0), 4243: ("pt_autograd_0", 0)})
+    with tel:
+        first = tel.read()[0]  # processes read: primes the CPU counters
+        clock.now = 2.0
+        write_proc(tmp_path, 4242, {4242: ("python3", 120), 4243: ("pt_autograd_0", 80)})
+        between = tel.read()[0]  # no process read: the list is repeated
+        third = tel.read()[0]  # read again: 200 ticks over 2 s at 100 Hz
+    assert "cpu_pct" not in first.processes[0] and between.processes == first.processes
+    assert third.processes[0]["pid"] == 4242 and third.processes[0]["name"] == "python3"
+    assert (third.processes[0]["cpu_pct"], third.processes[0]["busiest_thread_pct"]) == (100.0, 60.0)
+    assert third.processes[0]["busiest_thread"] == "python3"
+    assert tel.problems == []
+
+
 def test_xid_events_drained_without_blocking(tmp_path: Path) -> None:
     tel, lib = open_fake(tmp_path)
     with tel:

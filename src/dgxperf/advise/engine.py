@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from dgxperf.advise.base import SEVERITY_RANK, AdviseError, Rule, Suggestion, Window, needs_hint
-from dgxperf.advise.rules import bandwidth, compute, health, input_pipeline, memory
+from dgxperf.advise.rules import bandwidth, compute, health, input_pipeline, launch, memory
 from dgxperf.samples import Header, Sample
 
 ADVICE_SCHEMA = "dgxperf.advice/1"
@@ -35,6 +35,7 @@ DEFAULT_WINDOW_S = 60.0
 ALL_RULES: tuple[type[Rule[Any]], ...] = (
     *bandwidth.RULES,
     *input_pipeline.RULES,
+    *launch.RULES,
     *compute.RULES,
     *memory.RULES,
     *health.RULES,

@@ -15,7 +15,9 @@ Where each metric comes from (see schema.py for units and DCGM/nvidia-smi names)
   over the interval since the previous tick, the way NVML documents GPM (two samples, metrics between);
   MiB/s rates become bytes/s;
 - PCIe rates fall back to ``nvmlDeviceGetPcieThroughput`` when GPM cannot give them;
-- compute processes (pid, name, used bytes) every ``processes_every`` ticks (see :class:`NvmlTelemetry`);
+- compute processes (pid, name, used bytes) every ``processes_every`` ticks (see :class:`NvmlTelemetry`),
+  each with its CPU share since the previous process read (``cpu_pct``, 100 = one core; the busiest
+  thread's share and name) from ``/proc`` (:mod:`dgxperf.hw.proccpu`);
 - XID events from an NVML event set, drained without blocking each tick (:meth:`drain_events`).
 
 A query that answers ``NVML_ERROR_NOT_SUPPORTED`` (or that this nvidia-ml-py lacks) once is not asked
@@ -45,6 +47,7 @@ from dgxperf.hw.nvml import (
     error_text,
     load_pynvml,
 )
+from dgxperf.hw.proccpu import ProcessCpu
 from dgxperf.results import NA
 from dgxperf.samples import GpuInfo, GpuSample
 
@@ -232,6 +235,7 @@ class NvmlTelemetry:
         self._gpm: GpmSampler | None = None
         self._event_set: Any = None
         self._queries: tuple[_Query, ...] = ()
+        self._cpu = ProcessCpu(root)
         self._open(lib)
 
     # ------------------------------------------------------------------------------------------ setup
@@ -358,7 +362,30 @@ class NvmlTelemetry:
             except Exception as exc:  # a bug or library mismatch in one query must not stop the monitor
                 self._problem(f"GPU {gpu.index}: read failed: {type(exc).__name__}: {exc}")
                 samples.append(GpuSample(gpu.index, {}))
+        if want_processes:
+            self._add_process_cpu(samples)
         return samples
+
+    def _add_process_cpu(self, samples: list[GpuSample]) -> None:
+        """Each process's CPU share since the previous process read, sampled once for all GPUs' pids (a
+        process on two GPUs is read once) so every rate covers the same interval."""
+        pids = {int(p["pid"]) for sample in samples for p in sample.processes}
+        try:
+            cpu = self._cpu.sample(sorted(pids))
+        except Exception as exc:  # /proc in an unexpected shape must not stop the monitor
+            self._problem(f"process CPU read failed: {type(exc).__name__}: {exc}")
+            return
+        if not cpu:
+            return
+        by_index = {}
+        for gpu in self._gpus:
+            gpu.processes = tuple(dict(p) | cpu.get(int(p["pid"]), {}) for p in gpu.processes)
+            by_index[gpu.index] = gpu.processes
+        for n, sample in enumerate(samples):
+            if sample.processes:
+                samples[n] = dataclasses.replace(
+                    sample, processes=by_index.get(sample.index, sample.processes)
+                )
 
     def _read_gpm(self) -> dict[int, dict[str, float]]:
         if self._gpm is None:

@@ -1,0 +1,170 @@
+"""Launch-bound rule: the training process's own CPU work, not the GPU, sets the pace.
+
+:class:`HostBoundProcess` (dgxperf's): the GPU runs kernels only part of the time while the process that
+holds it keeps at least one core busy. Small kernels, launched one by one from Python, leave the GPU
+waiting for the next launch. That is guide A's recipe on the H200: batch 32, fp16 with a GradScaler, FP32
+LayerNorm, no compile. It ran the GPU at ~57% utilisation, SM activity 33-60%, clocks at 1,980 MHz with
+no throttling, and the host at 6.6-7.0% of 16 cores, i.e. about one core
+(``docs/benchmarks/2026-12-04-h200-encoder-g/validate/recordings/guide.jsonl``). The same model at batch
+128 with bf16, torch.compile and fused AdamW ran 3.6-4.4x its samples/s. Its rate also followed the host:
+from one run to the next on one machine it went 623 → 497 samples/s while the GPU-bound fp32 recipe held
+189-190.
+
+The all-cores CPU share cannot see this (one core of 16 is 6%), so the rule reads the CPU share of the
+processes on the GPU (``cpu_pct`` in each process entry, 100 = one core; :mod:`dgxperf.hw.proccpu`),
+which recordings made since 2026-12-04 have; older ones say "not evaluated". The share is a whole-process
+sum because PyTorch launches backward's kernels from an autograd thread and the rest from the main
+thread. The two hand off, so neither thread alone reaches 100%.
+
+A GPU-bound process can show ~100% too: CUDA's default synchronisation spins while it waits for the GPU.
+But then the GPU is busy, so the rule asks for both: a partly idle GPU (utilisation under 80%) and a process
+at one core or more. Ticks below 10% utilisation are not judged: compilation, evaluation set-up and
+checkpoint writes keep the CPU busy with the GPU idle, and they are phases, not the training step's pace.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections.abc import Mapping
+from typing import Any
+
+from dgxperf.advise.base import Rule, Suggestion, Thresholds, Window, fmt_gpus, gather, threshold
+
+
+@dataclasses.dataclass(frozen=True)
+class HostBoundThresholds(Thresholds):
+    gpu_util_max_pct: float = threshold(
+        80.0, unit="%", doc="A judged tick counts when utilization.gpu is below this ..."
+    )
+    process_cpu_min_pct: float = threshold(
+        90.0,
+        unit="% of one core",
+        doc="... while a process on the GPU used at least this much CPU (100 = one core, all threads summed).",
+    )
+    working_util_min_pct: float = threshold(
+        10.0,
+        unit="%",
+        doc="Only ticks where the GPU runs kernels at least this much are judged (not set-up).",
+    )
+    min_share: float = threshold(
+        0.5, unit="share", doc="Fires when at least this share of the judged ticks count."
+    )
+    min_ticks: int = threshold(15, unit="ticks", doc="Judge a GPU only with at least this many judged ticks.")
+
+
+def process_cpu(processes: tuple[Mapping[str, Any], ...]) -> Mapping[str, Any] | None:
+    """The process entry with the highest CPU share at one tick, or None when none has a reading."""
+    measured = [p for p in processes if isinstance(p.get("cpu_pct"), int | float)]
+    return max(measured, key=lambda p: float(p["cpu_pct"])) if measured else None
+
+
+class HostBoundProcess(Rule[HostBoundThresholds]):
+    """Partly idle GPU, its process at one core or more -> launch-bound (dgxperf's rule)."""
+
+    id = "launch.host_bound"
+    title = "GPU waits for its process's CPU: kernel-launch (host) bound"
+    guide = "A §7"
+    origin = "dgxperf"
+    needs = ("gpu_util_pct",)
+
+    @classmethod
+    def default_thresholds(cls) -> HostBoundThresholds:
+        return HostBoundThresholds()
+
+    def missing(self, window: Window) -> tuple[str, ...]:
+        gaps = super().missing(window)
+        if window.empty or any(
+            process_cpu(procs) is not None for i in window.gpu_indices for procs in window.processes(i)
+        ):
+            return gaps
+        return (
+            *gaps,
+            "process cpu_pct (dgxperf monitor records it since 2026-12-04, for the processes it can read)",
+        )
+
+    def evaluate(self, window: Window) -> list[Suggestion]:
+        t = self.thresholds
+        fired: dict[int, float] = {}
+        masks: dict[int, list[bool]] = {}
+        counted: dict[int, list[Mapping[str, Any]]] = {}
+        for i in self.gpus(window):
+            judged = 0
+            mask: list[bool] = []
+            top: list[Mapping[str, Any]] = []
+            for util, on_gpu in zip(window.raw("gpu_util_pct", i), window.processes(i), strict=True):
+                proc = process_cpu(on_gpu)
+                if util is None or proc is None or util < t.working_util_min_pct:
+                    mask.append(False)
+                    continue
+                judged += 1
+                hit = util < t.gpu_util_max_pct and float(proc["cpu_pct"]) >= t.process_cpu_min_pct
+                mask.append(hit)
+                if hit:
+                    top.append(proc)
+            if judged >= t.min_ticks and sum(mask) / judged >= t.min_share:
+                fired[i], masks[i], counted[i] = sum(mask) / judged, mask, top
+        if not fired:
+            return []
+        gpus = tuple(fired)
+        procs = [p for i in gpus for p in counted[i]]
+        cpu = statistics.median(float(p["cpu_pct"]) for p in procs)
+        busiest = statistics.mode(p.get("busiest_thread") or "?" for p in procs)
+        names = sorted({str(p.get("name") or p.get("pid")) for p in procs})
+        evidence = gather(
+            window,
+            gpus,
+            ("gpu_util_pct", "sm_active_pct", "tensor_active_pct", "sm_clock_mhz"),
+            where=masks,
+            basis=f"ticks with utilization.gpu in [{t.working_util_min_pct:g}, {t.gpu_util_max_pct:g}) % and "
+            f"the process at >= {t.process_cpu_min_pct:g}% of a core",
+            host=("cpu_util_pct",),
+            values={
+                "share_of_judged_ticks": round(min(fired.values()), 3),
+                "process_cpu_pct_median": round(cpu, 1),
+                "busiest_thread": busiest,
+                "processes": names,
+            },
+        )
+        util = evidence.metrics["gpu_util_pct"].mean
+        gain = 100.0 / max(util, 1.0)
+        return [
+            self.suggest(
+                severity="warn",
+                why=(
+                    f"{fmt_gpus(gpus)}: in {min(fired.values()):.0%} of the working ticks the GPU ran kernels "
+                    f"only {util:.0f}% of the time while its process ({', '.join(names)}) kept "
+                    f"{cpu:.0f}% of a core busy (busiest thread: {busiest}). The GPU waits for work from that "
+                    "process's CPU: kernel launches from Python, most often; batches prepared in the process "
+                    "or pageable copies staged by it do the same. The step is host bound, not GPU bound."
+                ),
+                evidence=evidence,
+                fix=(
+                    "Give the GPU more work per launch and launch less: fuse kernels with torch.compile, "
+                    "replay the step as a CUDA graph, raise the batch per step, use the fused optimizer, "
+                    "and drop per-step host syncs (loss.item(), .cpu(), printing tensors)."
+                ),
+                actions=(
+                    "dgxperf train --set compile=true  # fused kernels: fewer launches per step",
+                    "model = torch.compile(model, mode='reduce-overhead')  # CUDA graphs: one launch per step "
+                    "(fixed shapes)",
+                    "dgxperf train --set batch_size=<2x> --set lr_reference_batch=<current batch>  "
+                    "# twice the work per launch, lr scaled with it",
+                    "torch.optim.AdamW(params, fused=True)  # or --set fused_optimizer=true",
+                    "dgxperf train --set precision=bf16  # no GradScaler: no unscale kernels, no inf check sync",
+                    "dgxperf train --set num_workers=8 --set pin_memory=true --set non_blocking=true  "
+                    "# if batches are prepared or copied in the process",
+                    "py-spy top --pid <pid>  # where the Python threads spend the step",
+                ),
+                expected_effect=(
+                    f"The GPU was idle {100 - util:.0f}% of these ticks: with the host work gone, up to "
+                    f"~{gain:.1f}x the samples/s at the same kernels. Fewer, larger kernels also run "
+                    "faster; on the H200 dgxperf's optimized recipe ran 3.6-4.4x guide A's recipe, which "
+                    "this rule describes."
+                ),
+                score=max(fired.values()),
+            )
+        ]
+
+
+RULES: tuple[type[Rule[Any]], ...] = (HostBoundProcess,)
