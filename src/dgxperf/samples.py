@@ -81,6 +81,7 @@ GPU_METRICS: Mapping[str, str] = {
 HOST_METRICS: Mapping[str, str] = {
     "cpu_util_pct": "% of CPU time busy (all cores)",
     "iowait_pct": "% of CPU time waiting for I/O",
+    "steal_pct": "% of CPU time a VM's vCPUs were ready but the hypervisor ran others",
     "mem_used_bytes": "host memory in use, bytes",
     "mem_total_bytes": "host memory, bytes",
     "load1": "1-minute load average",

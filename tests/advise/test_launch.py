@@ -56,6 +56,18 @@ def test_guides_recipe_at_one_core_is_launch_bound() -> None:
     assert any("fused=True" in a for a in suggestion["actions"])
 
 
+def test_cpu_steal_on_a_vm_is_named_when_it_matters() -> None:
+    header, samples = load("train-guide")
+    busy = with_process_cpu(samples, 100.0)
+    assert "steal" not in fired(header, busy)["launch.host_bound"]["why"]  # recorded before steal was
+    stolen = [dataclasses.replace(s, host=dict(s.host) | {"steal_pct": 12.0}) for s in busy]  # SYNTHETIC
+    suggestion = fired(header, stolen)["launch.host_bound"]
+    assert "took 12% of this VM's CPU time (steal)" in suggestion["why"]
+    assert suggestion["evidence"]["metrics"]["host.steal_pct"]["mean"] == 12.0
+    quiet = [dataclasses.replace(s, host=dict(s.host) | {"steal_pct": 1.0}) for s in busy]
+    assert "steal" not in fired(header, quiet)["launch.host_bound"]["why"]
+
+
 def test_a_process_well_under_one_core_is_not_launch_bound() -> None:
     header, samples = load("train-guide")
     assert "launch.host_bound" not in fired(header, with_process_cpu(samples, 30.0))

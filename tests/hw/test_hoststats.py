@@ -112,4 +112,11 @@ def test_guest_time_is_not_counted_twice() -> None:
     old = Cpu(0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
     # 100 ticks: 50 user of which 50 guest (a VM), 50 idle -> 50% busy, not 66%.
     new = Cpu(50, 0, 0, 50, 0, 0, 0, 0, 50, 0)
-    assert HostStats._cpu_pct(old, new) == {"cpu_util_pct": 50.0, "iowait_pct": 0.0}
+    assert HostStats._cpu_pct(old, new) == {"cpu_util_pct": 50.0, "iowait_pct": 0.0, "steal_pct": 0.0}
+
+
+def test_steal_time_is_reported_and_counted_as_busy() -> None:
+    old = Cpu(0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    # 200 ticks on a VM: 60 user, 20 stolen by the hypervisor, 120 idle
+    new = Cpu(60, 0, 0, 120, 0, 0, 0, 20, 0, 0)
+    assert HostStats._cpu_pct(old, new) == {"cpu_util_pct": 40.0, "iowait_pct": 0.0, "steal_pct": 10.0}

@@ -88,6 +88,7 @@ def full_host() -> dict[str, Any]:
     return {
         "cpu_util_pct": 35.0,
         "iowait_pct": 12.5,
+        "steal_pct": 3.0,
         "mem_used_bytes": 200e9,
         "mem_total_bytes": 2e12,
         "load1": 17.0,
@@ -293,6 +294,7 @@ def test_host_metrics(exporter_with: Any) -> None:
 
     assert value("dgxperf_host_cpu_utilization_ratio") == pytest.approx(0.35)
     assert value("dgxperf_host_iowait_ratio") == pytest.approx(0.125)
+    assert value("dgxperf_host_cpu_steal_ratio") == pytest.approx(0.03)
     assert value("dgxperf_host_memory_used_bytes") == 200e9
     assert value("dgxperf_host_disk_read_bytes_per_second", disk="nvme0n1") == 3.2e9
     assert value("dgxperf_host_disk_busy_ratio", disk="nvme0n1") == pytest.approx(0.87)

@@ -109,6 +109,8 @@ def test_host_line_shows_busiest_disk_and_network_total() -> None:
         "CPU 97%  iowait 31.2%  mem 100.0/2000.0 GiB  load 64.0  disk md0 r/w 3200.0/100.0 MB/s busy 99%  "
         "net rx/tx 2500.0/1000.0 MB/s"
     )
+    assert "steal" not in host_line(host | {"steal_pct": 0.4})  # bare metal and quiet VMs: not shown
+    assert host_line(host | {"steal_pct": 12.5}).startswith("CPU 97%  iowait 31.2%  steal 12.5%  mem ")
 
 
 def test_render_alerts_xid_and_rising_error_counters() -> None:

@@ -8,6 +8,8 @@ every later call returns rates over the elapsed monotonic time since the previou
 A host sample (the ``host`` dict of :class:`dgxperf.samples.Sample`)::
 
     cpu_util_pct, iowait_pct          % of all CPU time since the last read (iowait: Linux only)
+    steal_pct                         % of all CPU time a VM's vCPUs were ready but not run (Linux only;
+                                      included in cpu_util_pct): a launch-bound job slows with it
     mem_used_bytes, mem_total_bytes   used = total - available (what cannot be had without swapping)
     load1                             1-minute load average
     disks: {name: {read_bytes_per_s, write_bytes_per_s, busy_pct}}   whole disks and md/dm volumes
@@ -133,6 +135,8 @@ class HostStats:
         out = {"cpu_util_pct": round(min(100.0, max(0.0, (total - idle) / total * 100)), 2)}
         if "iowait" in deltas:
             out["iowait_pct"] = round(deltas["iowait"] / total * 100, 2)
+        if "steal" in deltas:  # a VM's vCPUs waiting while the hypervisor runs someone else (counted as busy)
+            out["steal_pct"] = round(deltas["steal"] / total * 100, 2)
         return out
 
     @staticmethod

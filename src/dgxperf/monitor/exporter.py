@@ -173,6 +173,8 @@ _OTHER_TABLE: tuple[tuple[str, str, str, tuple[str, ...], str], ...] = (
     ("dgxperf_host_cpu_utilization_ratio", "gauge", "ratio", _H, "Share of CPU time busy, all cores (0..1)."),
     ("dgxperf_host_iowait_ratio", "gauge", "ratio", _H,
      "Share of CPU time idle while waiting for I/O, all cores (0..1): storage I/O wait."),
+    ("dgxperf_host_cpu_steal_ratio", "gauge", "ratio", _H,
+     "Share of CPU time a VM's vCPUs were ready but the hypervisor ran others (0..1); Linux guests only."),
     ("dgxperf_host_memory_used_bytes", "gauge", "bytes", _H, "Host memory in use (in bytes)."),
     ("dgxperf_host_memory_total_bytes", "gauge", "bytes", _H, "Host memory (in bytes)."),
     ("dgxperf_host_load1", "gauge", "1", _H, "1-minute load average."),
@@ -515,6 +517,7 @@ class ExporterCollector(Collector):
         scalars = (
             ("dgxperf_host_cpu_utilization_ratio", "cpu_util_pct", 0.01),
             ("dgxperf_host_iowait_ratio", "iowait_pct", 0.01),
+            ("dgxperf_host_cpu_steal_ratio", "steal_pct", 0.01),
             ("dgxperf_host_memory_used_bytes", "mem_used_bytes", 1.0),
             ("dgxperf_host_memory_total_bytes", "mem_total_bytes", 1.0),
             ("dgxperf_host_load1", "load1", 1.0),

@@ -317,10 +317,12 @@ def panel_specs() -> list[tuple[str, list[PanelSpec]]]:
                     (
                         Query(f"dgxperf_host_cpu_utilization_ratio{host}", "{{Hostname}} CPU busy"),
                         Query(f"dgxperf_host_iowait_ratio{host}", "{{Hostname}} I/O wait"),
+                        Query(f"dgxperf_host_cpu_steal_ratio{host}", "{{Hostname}} steal"),
                     ),
                     "percentunit",
                     "Host CPU time busy and waiting for I/O. High I/O wait with idle GPUs: storage is the "
-                    "bottleneck (NVMe scheduler none, local cache, more readers).",
+                    "bottleneck (NVMe scheduler none, local cache, more readers). Steal (VMs): time the "
+                    "hypervisor gave this VM's vCPUs to others; a launch-bound job slows with it.",
                     max=1,
                 ),
                 PanelSpec(

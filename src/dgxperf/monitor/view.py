@@ -111,6 +111,9 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+STEAL_SHOWN_PCT = 1.0
+
+
 def host_line(host: Mapping[str, Any]) -> str:
     """CPU, iowait, memory, load, the busiest disk and the network total, on one line."""
     parts = [
@@ -122,6 +125,9 @@ def host_line(host: Mapping[str, Any]) -> str:
         ),
         f"load {_fmt(_number(host.get('load1')), 1)}",
     ]
+    steal = _number(host.get("steal_pct"))
+    if steal is not None and steal >= STEAL_SHOWN_PCT:  # only a VM whose hypervisor takes CPU from it
+        parts.insert(2, f"steal {steal:.1f}%")
     disks = host.get("disks")
     if isinstance(disks, Mapping) and disks:
 

@@ -31,6 +31,8 @@ from typing import Any
 
 from dgxperf.advise.base import Rule, Suggestion, Thresholds, Window, fmt_gpus, gather, threshold
 
+STEAL_NOTE_PCT = 5.0  # CPU steal worth a sentence: a host-bound step loses at least that share of its pace
+
 
 @dataclasses.dataclass(frozen=True)
 class HostBoundThresholds(Thresholds):
@@ -118,7 +120,7 @@ class HostBoundProcess(Rule[HostBoundThresholds]):
             where=masks,
             basis=f"ticks with utilization.gpu in [{t.working_util_min_pct:g}, {t.gpu_util_max_pct:g}) % and "
             f"the process at >= {t.process_cpu_min_pct:g}% of a core",
-            host=("cpu_util_pct",),
+            host=("cpu_util_pct", "steal_pct"),
             values={
                 "share_of_judged_ticks": round(min(fired.values()), 3),
                 "process_cpu_pct_median": round(cpu, 1),
@@ -128,6 +130,13 @@ class HostBoundProcess(Rule[HostBoundThresholds]):
         )
         util = evidence.metrics["gpu_util_pct"].mean
         gain = 100.0 / max(util, 1.0)
+        steal = evidence.metrics.get("host.steal_pct")
+        steal_note = (
+            f" The hypervisor also took {steal.mean:.0f}% of this VM's CPU time (steal): the same code runs "
+            "slower here than on an unshared host."
+            if steal is not None and steal.mean >= STEAL_NOTE_PCT
+            else ""
+        )
         return [
             self.suggest(
                 severity="warn",
@@ -137,6 +146,7 @@ class HostBoundProcess(Rule[HostBoundThresholds]):
                     f"{cpu:.0f}% of a core busy (busiest thread: {busiest}). The GPU waits for work from that "
                     "process's CPU: kernel launches from Python, most often; batches prepared in the process "
                     "or pageable copies staged by it do the same. The step is host bound, not GPU bound."
+                    f"{steal_note}"
                 ),
                 evidence=evidence,
                 fix=(
