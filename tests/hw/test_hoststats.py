@@ -32,6 +32,7 @@ def test_first_read_primes_later_reads_give_plausible_rates(tmp_path: Path) -> N
     second = stats.read()
     assert 0 <= second["cpu_util_pct"] <= 100
     assert 0 <= second["iowait_pct"] <= 100  # Linux has iowait
+    assert 0 <= second["steal_pct"] <= second["cpu_util_pct"]  # and steal, a part of busy time
     assert second["load1"] >= 0
     assert second["mem_total_bytes"] == psutil.virtual_memory().total
     assert isinstance(second["disks"], dict) and isinstance(second["net"], dict)
