@@ -7,6 +7,8 @@
 #   OUT=$OUT RUNS="baseline:1" STOP_AFTER_S=0 bash scripts/h200/capture_seeds.sh
 #   OUT=$OUT RUNS="guide:1 guide:2" SET="lr=1e-4" bash scripts/h200/capture_seeds.sh   (SET: more --set fields)
 # No new pair starts after STOP_AFTER_S seconds (430), so the call ends inside its 600 s limit.
+# `dgxperf monitor` records the whole call to $OUT/monitor-seeds.jsonl (GPU clocks, each process's CPU share,
+# host CPU steal): what explains a recipe that slows from one run to the next.
 set -uo pipefail
 OUT="${OUT:?set OUT}"
 RUNS="${RUNS:-optimized:1 optimized:2 guide:1 optimized:3 guide:2}"
@@ -20,6 +22,8 @@ export DGXPERF_HOME="$WORK/home"
 rm -rf "$WORK" && mkdir -p "$WORK"
 extra=()
 for field in ${SET:-}; do extra+=(--set "$field"); done
+python3 -m dgxperf monitor --record "$OUT/monitor-seeds.jsonl" --quiet > "$OUT/monitor-seeds.log" 2>&1 &
+monitor=$!
 for run in $RUNS; do
   recipe=${run%:*} seed=${run#*:}
   echo "== $recipe seed $seed $(date -u +%T)"
@@ -30,4 +34,6 @@ for run in $RUNS; do
   python3 -c "import json, sys; print(json.load(open(sys.argv[1])).get('test'))" "$WORK/$recipe-s$seed.json" 2>&1 | tail -c 600
   (( SECONDS > STOP_AFTER_S )) && break
 done 2>&1 | tee "$OUT/log-seeds.txt"
+kill -TERM "$monitor" 2>/dev/null  # a background job ignores SIGINT; monitor stops cleanly on TERM
+wait "$monitor" 2>/dev/null
 tar czf "$OUT/seeds.tgz" --exclude='*.pt' -C "$(dirname "$WORK")" "$(basename "$WORK")"

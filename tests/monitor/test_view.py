@@ -4,6 +4,7 @@ and the sampling-cost measurement over the 8-GPU replicated recording."""
 from __future__ import annotations
 
 import io
+import time
 from pathlib import Path
 
 import pytest
@@ -231,3 +232,30 @@ def test_piped_output_prints_every_tick_a_terminal_redraws_in_place() -> None:
         assert run_monitor(src, once=False, duration_s=3, record=None, console=terminal) == 3
     text = output(terminal)
     assert "\x1b[?25l" in text and "\x1b[?25h" in text  # Live hid the cursor and gave it back
+
+
+def test_sigterm_stops_a_background_recording_cleanly(tmp_path: Path) -> None:
+    # How capture scripts stop `dgxperf monitor --record ... &`: SIGINT is ignored in such a job, so SIGTERM.
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    record = tmp_path / "rec.jsonl"
+    env = os.environ | {"PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dgxperf", "monitor", "--record", str(record), "--quiet", "--interval", "0.2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # as a shell's background job
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (not record.exists() or len(record.read_text().splitlines()) < 3):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out
+    lines = record.read_text().splitlines()
+    assert len(lines) >= 3 and f"{len(lines) - 1} sample(s) recorded" in out  # header + samples, all whole

@@ -15,12 +15,16 @@ recording, or on Ctrl-C, always closing the recording properly.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import io
+import signal
 import statistics
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import IO, Any
 
 from rich.console import Console, Group, RenderableType
@@ -214,6 +218,25 @@ def _duration_reached(sample: Sample, first: Sample, interval_s: float, duration
     return covered >= duration_s - interval_s / 2
 
 
+@contextlib.contextmanager
+def sigterm_as_ctrl_c() -> Iterator[None]:
+    """SIGTERM ends the loop as Ctrl-C does: a script stops its background recording with `kill`, because a
+    non-interactive shell starts background jobs with SIGINT ignored, so `kill -INT` cannot stop them.
+    Only the main thread may install a handler; elsewhere SIGTERM keeps its default."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def run_monitor(
     source: Source,
     *,
@@ -228,7 +251,7 @@ def run_monitor(
     With ``json_stream`` every sample goes there as JSON Lines in the recording format instead of the view.
 
     The caller owns ``source`` (and closes it); the recording, if any, is always closed here, also on
-    Ctrl-C (which ends the loop cleanly) and on errors. Warnings the source gathered (skipped lines of a
+    Ctrl-C or SIGTERM (either ends the loop cleanly) and on errors. Warnings the source gathered (skipped lines of a
     recording, NVML unavailable) are printed at the end. Raises RecordingError when ``record`` cannot be
     written, ValueError for a duration <= 0.
     """
@@ -238,7 +261,9 @@ def run_monitor(
     emit = json_lines(json_stream, source.header) if json_stream is not None else None
     count = 0
     interval = source.header.interval_s
+    stack = contextlib.ExitStack()
     try:
+        stack.enter_context(sigterm_as_ctrl_c())
         if once:
             sample = source.next_sample()
             if sample is not None:
@@ -282,6 +307,7 @@ def run_monitor(
     except KeyboardInterrupt:
         pass  # Ctrl-C: the normal way to stop the monitor; the samples so far count and stay recorded
     finally:
+        stack.close()
         if recorder is not None:
             recorder.close()
     for warning in source.warnings:
