@@ -578,7 +578,8 @@ class Runner:
             )
             raise
         finally:
-            self._stop(monitor)
+            # SIGTERM, not SIGINT: a validate started as a shell's background job passes SIGINT on ignored
+            self._stop(monitor, signal.SIGTERM)
         self.data["unfinished"].pop(recipe, None)
         return {
             "run_id": result.get("run_id"),
@@ -728,9 +729,9 @@ class Runner:
             raise PhaseError(f"{what} printed no JSON result (see logs/{log_name}.log)") from None
         return data
 
-    def _stop(self, proc: subprocess.Popen[str]) -> None:
+    def _stop(self, proc: subprocess.Popen[str], sig: signal.Signals = signal.SIGINT) -> None:
         if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)  # the monitor closes its recording cleanly on SIGINT
+            proc.send_signal(sig)  # a child closes its files cleanly on SIGINT (the monitor on SIGTERM too)
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
