@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import socket
@@ -80,7 +81,7 @@ def full_gpu(index: int, **overrides: float) -> GpuSample:
         index,
         metrics,
         throttle=("sw_power_cap",),
-        processes=({"pid": 4242, "name": "python", "used_bytes": 70 * 1024 * MIB},),
+        processes=({"pid": 4242, "name": "python", "used_bytes": 70 * 1024 * MIB, "cpu_pct": 98.5},),
     )
 
 
@@ -309,6 +310,23 @@ def test_process_memory(exporter_with: Any) -> None:
     labels, used = next(iter(procs.items()))
     assert dict(labels)["pid"] == "4242" and dict(labels)["process"] == "python"
     assert used == 70 * 1024 * MIB
+
+
+def test_process_cpu_share_and_its_absence(exporter_with: Any) -> None:
+    body = exporter_with(ScriptedSource(header(), [sample()])).scrape()
+    cpus = series(body, "dgxperf_gpu_process_cpu_ratio")
+    assert len(cpus) == 2 and all(v == pytest.approx(0.985) for v in cpus.values())  # 98.5% of a core
+    assert {dict(k)["pid"] for k in cpus} == {"4242"}
+    unread = sample()
+    gpus = tuple(
+        dataclasses.replace(
+            g, processes=tuple({k: v for k, v in p.items() if k != "cpu_pct"} for p in g.processes)
+        )
+        for g in unread.gpus
+    )
+    body = exporter_with(ScriptedSource(header(), [dataclasses.replace(unread, gpus=gpus)])).scrape()
+    assert "dgxperf_gpu_process_cpu_ratio" not in body.decode()  # no CPU share read yet: no series
+    assert series(body, "dgxperf_gpu_process_memory_used_bytes")
 
 
 # --------------------------------------------------------------------------------------------------

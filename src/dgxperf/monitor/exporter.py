@@ -170,6 +170,9 @@ _OTHER_TABLE: tuple[tuple[str, str, str, tuple[str, ...], str], ...] = (
      "XID errors seen since the exporter started, by XID code."),
     ("dgxperf_gpu_process_memory_used_bytes", "gauge", "bytes", (*_G, "pid", "process"),
      "GPU memory used by one process (in bytes)."),
+    ("dgxperf_gpu_process_cpu_ratio", "gauge", "ratio", (*_G, "pid", "process"),
+     "CPU used by one GPU process, all its threads (1 = one core): near 1 with the GPU partly idle is "
+     "launch bound."),
     ("dgxperf_host_cpu_utilization_ratio", "gauge", "ratio", _H, "Share of CPU time busy, all cores (0..1)."),
     ("dgxperf_host_iowait_ratio", "gauge", "ratio", _H,
      "Share of CPU time idle while waiting for I/O, all cores (0..1): storage I/O wait."),
@@ -502,15 +505,21 @@ class ExporterCollector(Collector):
                 counts.add_sample(counts.name, {**labels, "xid": str(xid)}, float(count))
             yield counts
         procs = _family("dgxperf_gpu_process_memory_used_bytes")
+        cpus = _family("dgxperf_gpu_process_cpu_ratio")
         for gpu, labels in gpus:
             for proc in gpu.processes:
-                used = _number(proc.get("used_bytes"))
                 pid = proc.get("pid")
-                if used is not None and pid is not None:
-                    process = str(proc.get("name", ""))
-                    procs.add_sample(procs.name, {**labels, "pid": str(pid), "process": process}, used)
+                if pid is None:
+                    continue
+                process_labels = {**labels, "pid": str(pid), "process": str(proc.get("name", ""))}
+                if (used := _number(proc.get("used_bytes"))) is not None:
+                    procs.add_sample(procs.name, process_labels, used)
+                if (cpu := _number(proc.get("cpu_pct"))) is not None:
+                    cpus.add_sample(cpus.name, process_labels, cpu / 100)
         if procs.samples:
             yield procs
+        if cpus.samples:
+            yield cpus
 
     def _host_families(self, host: Mapping[str, Any], hostname: str) -> Iterator[Metric]:
         labels = {"Hostname": hostname}
