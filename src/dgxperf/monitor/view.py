@@ -15,14 +15,13 @@ recording, or on Ctrl-C, always closing the recording properly.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import io
 import signal
 import statistics
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import IO, Any
@@ -218,23 +217,22 @@ def _duration_reached(sample: Sample, first: Sample, interval_s: float, duration
     return covered >= duration_s - interval_s / 2
 
 
-@contextlib.contextmanager
-def sigterm_as_ctrl_c() -> Iterator[None]:
-    """SIGTERM ends the loop as Ctrl-C does: a script stops its background recording with `kill`, because a
-    non-interactive shell starts background jobs with SIGINT ignored, so `kill -INT` cannot stop them.
-    Only the main thread may install a handler; elsewhere SIGTERM keeps its default."""
+def sigterm_as_ctrl_c() -> Callable[[], None]:
+    """Make SIGTERM end the loop as Ctrl-C does, and return what undoes it. A script stops its background
+    recording with `kill`: a non-interactive shell starts background jobs with SIGINT ignored, so
+    `kill -INT` cannot. Only the main thread may install a handler; elsewhere SIGTERM keeps its default."""
     if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+        return lambda: None
 
     def stop(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
+
+    def restore() -> None:
         signal.signal(signal.SIGTERM, previous)
+
+    return restore
 
 
 def run_monitor(
@@ -261,9 +259,8 @@ def run_monitor(
     emit = json_lines(json_stream, source.header) if json_stream is not None else None
     count = 0
     interval = source.header.interval_s
-    stack = contextlib.ExitStack()
+    restore_sigterm = sigterm_as_ctrl_c()
     try:
-        stack.enter_context(sigterm_as_ctrl_c())
         if once:
             sample = source.next_sample()
             if sample is not None:
@@ -307,7 +304,7 @@ def run_monitor(
     except KeyboardInterrupt:
         pass  # Ctrl-C: the normal way to stop the monitor; the samples so far count and stay recorded
     finally:
-        stack.close()
+        restore_sigterm()
         if recorder is not None:
             recorder.close()
     for warning in source.warnings:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from dgxperf.atomic import atomic_write
 from dgxperf.train.metrics import paired_comparison
@@ -56,14 +56,12 @@ def load_predictions(run_dir: Path) -> dict[str, Any]:
         found = data.get("schema") if isinstance(data, dict) else type(data).__name__
         raise PredictionsError(f"{path}: not a {PREDICTIONS_SCHEMA} file (schema {found!r})")
     gold, predictions = data.get("gold"), data.get("predictions")
-    if not (isinstance(gold, list) and isinstance(predictions, list)) or not (
-        _int_list(gold) and _int_list(predictions) and len(gold) == len(predictions)
-    ):
+    if not (_int_list(gold) and _int_list(predictions) and len(gold) == len(predictions)):
         raise PredictionsError(f"{path}: gold and predictions must be lists of labels of the same length")
     return data
 
 
-def _int_list(value: Any) -> bool:
+def _int_list(value: Any) -> TypeGuard[list[int]]:
     return isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
 
 
