@@ -365,7 +365,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
     if sharded:
         parallel.shard_fsdp(core, config)
     if config.compile and config.compile_scope == "model":
-        model = torch.compile(model, mode=config.compile_mode, dynamic=False)
+        model = parallel.compile_model(model, config)
 
     loader, sampler = make_loader(task.train, config, context, train=True)
     micro_per_epoch = len(sampler)

@@ -129,22 +129,40 @@ def checkpoint_blocks(model: Any) -> Any:
     return model
 
 
-def compile_blocks(model: Any, config: TrainConfig) -> Any:
-    """torch.compile each Transformer block (shared artifact), leaving embeddings and head eager."""
+def _allow_recompiles() -> None:
+    # Bucketed batches come in up to max_len / pad_multiple lengths, and train, eval and the last short
+    # batch each add graphs; dynamo's default limit (8) would silently drop the code back to eager.
     import torch._dynamo
 
-    # Bucketed batches come in up to max_len / pad_multiple lengths, and train, eval and the last short
-    # batch each add graphs; dynamo's default limit (8) would silently drop the blocks back to eager.
     for name in ("recompile_limit", "cache_size_limit"):
         if hasattr(torch._dynamo.config, name):
             setattr(torch._dynamo.config, name, max(64, getattr(torch._dynamo.config, name)))
             break
+
+
+def compile_blocks(model: Any, config: TrainConfig) -> Any:
+    """torch.compile each Transformer block (shared artifact), leaving embeddings and head eager."""
+    _allow_recompiles()
     # dynamic=None: the first shape compiles static, the second recompiles with a symbolic sequence length
     # that serves every later one, so a bucketed epoch pays two compiles rather than one per length.
     # Module.compile() compiles in place: parameter names (and so checkpoints) stay those of the eager model.
     for block in model.blocks:
         block.compile(mode=config.compile_mode, dynamic=None)
     return model
+
+
+def compile_model(model: Any, config: TrainConfig) -> Any:
+    """torch.compile the whole model (DDP wrapper included): one graph for embeddings, blocks and head, so
+    the glue between blocks launches no kernels of its own from Python either.
+
+    Fixed-length batches (padding=max) compile once, static. With dynamic padding a static graph per
+    length would cost ~50 s each on the H200 for a 24-layer model (``2026-12-02-h200-train-probe.md``), so
+    the sequence length turns symbolic at the second shape, as in :func:`compile_blocks`."""
+    import torch
+
+    _allow_recompiles()
+    dynamic = False if config.padding == "max" else None
+    return torch.compile(model, mode=config.compile_mode, dynamic=dynamic)
 
 
 def compiled_graphs() -> int:
