@@ -1,12 +1,16 @@
-"""What parallel.py applies to the model from outside it: activation checkpointing; the compile counter."""
+"""What parallel.py applies to the model from outside it: activation checkpointing; whole-model compile;
+the compile counter."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import torch
 import torch.nn.functional as F
 
 from dgxperf.train import parallel
 from dgxperf.train.model import Encoder, preset
+from dgxperf.train.recipes import get_recipe
 
 
 def _loss_and_grads(
@@ -64,3 +68,17 @@ def test_compiled_graphs_counts_each_new_shape_that_recompiles() -> None:
     layer(torch.randn(4, 24, 8))  # a new length: recompiled with a symbolic length ...
     layer(torch.randn(4, 40, 8))  # ... which serves the next one
     assert parallel.compiled_graphs() == before + 2
+
+
+def test_whole_model_compile_turns_the_length_symbolic_for_bucketed_batches_only() -> None:
+    """With dynamic padding a static graph per bucket length would cost ~50 s each for the large model on
+    the H200; fixed-length batches keep one static graph (the eager backend: dynamo's count, in ms)."""
+    bucketed = get_recipe("optimized")
+    assert bucketed.padding == "dynamic" and bucketed.bucketing
+    fixed = dataclasses.replace(bucketed, padding="max", bucketing=False)
+    for config, graphs_for_three_lengths in ((bucketed, 2), (fixed, 3)):
+        model = parallel.compile_model(torch.nn.Linear(8, 8), config, backend="eager")
+        before = parallel.compiled_graphs()
+        for length in (16, 24, 40):
+            model(torch.randn(4, length, 8))
+        assert parallel.compiled_graphs() - before == graphs_for_three_lengths, config.padding

@@ -151,7 +151,7 @@ def compile_blocks(model: Any, config: TrainConfig) -> Any:
     return model
 
 
-def compile_model(model: Any, config: TrainConfig) -> Any:
+def compile_model(model: Any, config: TrainConfig, backend: str = "inductor") -> Any:
     """torch.compile the whole model (DDP wrapper included): one graph for embeddings, blocks and head, so
     the glue between blocks launches no kernels of its own from Python either.
 
@@ -162,7 +162,7 @@ def compile_model(model: Any, config: TrainConfig) -> Any:
 
     _allow_recompiles()
     dynamic = False if config.padding == "max" else None
-    return torch.compile(model, mode=config.compile_mode, dynamic=dynamic)
+    return torch.compile(model, mode=config.compile_mode, dynamic=dynamic, backend=backend)
 
 
 def compiled_graphs() -> int:
