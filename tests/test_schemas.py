@@ -38,6 +38,7 @@ KINDS = {
     "dgxperf.plan.memory/1": "plan-memory",
     "dgxperf.plan.mig/1": "plan-mig",
     "dgxperf.pretrain/1": "pretrain",
+    "dgxperf.seeds/1": "seeds",
 }
 
 runner = CliRunner()

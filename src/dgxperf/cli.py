@@ -1204,6 +1204,63 @@ def runs_compare(
         render_paired(console, a, b, paired)
 
 
+@runs_app.command("seeds")
+def runs_seeds(
+    a: Annotated[str, typer.Argument(help="One recipe's train runs, by id: 3,4,5 or 3-5.")],
+    b: Annotated[str, typer.Argument(help="The other recipe's train runs, the same way.")],
+    json_out: JsonFlag = False,
+) -> None:
+    """Do two recipes differ in test accuracy by more than their seeds do? Each group is one recipe's
+    (or setting's) train runs with different seeds: means, spreads, Welch's interval and an exact
+    permutation p."""
+    from dgxperf.render import render_seeds
+    from dgxperf.store import StoreError
+    from dgxperf.train.seeds import SeedsError, check_same_split, compare_seed_groups, seed_run
+
+    ids_a, ids_b = _run_ids(a), _run_ids(b)
+    if shared := sorted(set(ids_a) & set(ids_b)):
+        usage_error(
+            f"run(s) {', '.join(map(str, shared))} are in both groups; a run is one seed of one group"
+        )
+    store = _store_or_exit()
+    try:
+        records = {i: store.get(i) for i in (*ids_a, *ids_b)}
+        runs = {i: seed_run(i, r.command, r.result) for i, r in records.items()}
+        check_same_split(list(runs.values()))
+        compared = compare_seed_groups(
+            [100 * runs[i]["test_accuracy"] for i in ids_a], [100 * runs[i]["test_accuracy"] for i in ids_b]
+        )
+    except (StoreError, SeedsError) as exc:
+        usage_error(str(exc))
+    data = {
+        "schema": "dgxperf.seeds/1",
+        "unit": "test accuracy, %",
+        "runs_a": [runs[i] for i in ids_a],
+        "runs_b": [runs[i] for i in ids_b],
+        **compared,
+    }
+    if json_out:
+        print_json(data)
+        return
+    render_seeds(console, data)
+
+
+def _run_ids(text: str) -> list[int]:
+    """``3,4,5`` or ``3-5`` (or both: ``1,3-5``) as run ids, in order, each once."""
+    ids: list[int] = []
+    for part in text.split(","):
+        low, dash, high = part.strip().partition("-")
+        try:
+            first = int(low)
+            last = int(high) if dash else first
+        except ValueError:
+            usage_error(f"{text!r}: run ids are numbers, as in 3,4,5 or 3-5 (`dgxperf runs list` shows them)")
+        if first < 1 or last < first:
+            usage_error(f"{part.strip()!r}: run ids start at 1, and a range runs from low to high")
+        ids += [i for i in range(first, last + 1) if i not in ids]
+    return ids
+
+
 def _paired_test(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Two train runs' test answers paired review by review, from the predictions in their run folders."""
     from dgxperf.train.paired import PredictionsError, compare_runs
@@ -1228,6 +1285,7 @@ SCHEMA_FILES = {
     "plan-memory": "plan-memory.v1.json",
     "plan-mig": "plan-mig.v1.json",
     "pretrain": "pretrain.v1.json",
+    "seeds": "seeds.v1.json",
 }
 
 
@@ -1236,7 +1294,8 @@ def schema(
     name: Annotated[
         str,
         typer.Argument(
-            help="Result type: doctor, snapshot, run, bench, train, advice, validate, plan-memory, plan-mig, pretrain."
+            help="Result type: doctor, snapshot, run, bench, train, advice, validate, plan-memory, plan-mig, "
+            "pretrain, seeds."
         ),
     ],
 ) -> None:

@@ -213,6 +213,39 @@ def render_paired(console: Console, a: int, b: int, paired: Mapping[str, Any]) -
     )
 
 
+def render_seeds(console: Console, data: Mapping[str, Any]) -> None:
+    """Two groups of seeds: each run, each group's mean and spread, and what the difference amounts to."""
+    table = Table(title="test accuracy over seeds", title_justify="left", show_lines=False)
+    for column in ("group", "run", "recipe", "seed", "test acc"):
+        table.add_column(column, justify="right" if column in ("run", "seed", "test acc") else "left")
+    for label, key in (("A", "runs_a"), ("B", "runs_b")):
+        for run in data[key]:
+            table.add_row(label, str(run["run_id"]), str(run["recipe"]), str(run["seed"]),
+                          f"{100 * run['test_accuracy']:.2f}%")  # fmt: skip
+        group = data[key[-1]]
+        table.add_row(label, "", "mean ± sd", "", f"{group['mean']:.2f} ± {group['sd']:.2f}", style="bold")
+    console.print(table)
+    low, high = data["difference_ci95"]
+    p = data["p_value"]
+    permutation = (
+        f"exact permutation p = {p:.3g} over {data['splits']:,} splits (the smallest any result could reach: "
+        f"{data['smallest_possible_p']:.3g})"
+        if p is not None
+        else f"{data['splits']:,} splits: too many to enumerate, Welch's interval only"
+    )
+    console.print(
+        f"A − B: {data['difference']:+.2f} points (Welch 95% interval {low:+.2f} to {high:+.2f}); {permutation}",
+        highlight=False,
+    )
+    widest_sd = max(data["a"]["sd"], data["b"]["sd"])
+    verdict = (
+        "the interval excludes zero: the groups differ by more than their seeds do"
+        if low > 0 or high < 0
+        else "the interval includes zero: with these seeds the groups are not told apart"
+    )
+    console.print(f"{verdict} (seed-to-seed sd up to {widest_sd:.2f} points)", highlight=False)
+
+
 def _fmt(value: float | None, digits: int = 1) -> str:
     return "—" if value is None else f"{value:,.{digits}f}"
 
