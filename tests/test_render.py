@@ -52,3 +52,18 @@ def test_paired_test_line_gives_the_gap_its_interval_and_p() -> None:
 def test_paired_test_line_says_why_there_is_none() -> None:
     text = paired_text({"error": "/x: no test_predictions.json (runs before ...)"})
     assert text.startswith("no paired test comparison: /x: no test_predictions.json")
+
+
+def test_seeds_verdict_needs_the_interval_and_the_permutation_test_to_agree() -> None:
+    from dgxperf.render import seeds_verdict
+    from dgxperf.train.seeds import compare_seed_groups
+
+    overlapping = compare_seed_groups([86.46, 86.75, 86.06, 86.64], [85.89, 86.18, 85.71, 86.5])
+    assert "not told apart" in seeds_verdict(overlapping)
+    two_a_side = compare_seed_groups([86.0, 86.1], [84.0, 84.1])  # Welch separates them; 6 splits cannot
+    assert "cannot confirm it with so few seeds" in seeds_verdict(two_a_side) and "0.333" in seeds_verdict(
+        two_a_side
+    )
+    five_a_side = compare_seed_groups([86.0, 86.1, 86.2, 86.05, 86.15], [84.0, 84.1, 84.2, 84.05, 84.15])
+    assert five_a_side["p_value"] <= 0.05
+    assert seeds_verdict(five_a_side) == "the groups differ by more than their seeds do"

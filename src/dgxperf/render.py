@@ -218,11 +218,10 @@ def render_seeds(console: Console, data: Mapping[str, Any]) -> None:
     table = Table(title="test accuracy over seeds", title_justify="left", show_lines=False)
     for column in ("group", "run", "recipe", "seed", "test acc"):
         table.add_column(column, justify="right" if column in ("run", "seed", "test acc") else "left")
-    for label, key in (("A", "runs_a"), ("B", "runs_b")):
-        for run in data[key]:
+    for label, runs, group in (("A", data["runs_a"], data["a"]), ("B", data["runs_b"], data["b"])):
+        for run in runs:
             table.add_row(label, str(run["run_id"]), str(run["recipe"]), str(run["seed"]),
                           f"{100 * run['test_accuracy']:.2f}%")  # fmt: skip
-        group = data[key[-1]]
         table.add_row(label, "", "mean ± sd", "", f"{group['mean']:.2f} ± {group['sd']:.2f}", style="bold")
     console.print(table)
     low, high = data["difference_ci95"]
@@ -238,12 +237,22 @@ def render_seeds(console: Console, data: Mapping[str, Any]) -> None:
         highlight=False,
     )
     widest_sd = max(data["a"]["sd"], data["b"]["sd"])
-    verdict = (
-        "the interval excludes zero: the groups differ by more than their seeds do"
-        if low > 0 or high < 0
-        else "the interval includes zero: with these seeds the groups are not told apart"
+    console.print(f"{seeds_verdict(data)} (seed-to-seed sd up to {widest_sd:.2f} points)", highlight=False)
+
+
+def seeds_verdict(data: Mapping[str, Any]) -> str:
+    """One sentence: do the groups differ by more than their seeds do? Welch's interval alone leans on
+    normal spreads, which two or three seeds cannot show, so the permutation test must agree."""
+    low, high = data["difference_ci95"]
+    p = data["p_value"]
+    if not (low > 0 or high < 0):
+        return "the interval includes zero: with these seeds the groups are not told apart"
+    if p is None or p <= 0.05:
+        return "the groups differ by more than their seeds do"
+    return (
+        f"Welch's interval excludes zero, but the permutation test cannot confirm it with so few seeds "
+        f"(p = {p:.3g}; the least these group sizes allow is {data['smallest_possible_p']:.3g}): run more seeds"
     )
-    console.print(f"{verdict} (seed-to-seed sd up to {widest_sd:.2f} points)", highlight=False)
 
 
 def _fmt(value: float | None, digits: int = 1) -> str:
