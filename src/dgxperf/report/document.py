@@ -132,7 +132,7 @@ PAIRED_NOTE = (
     "from noise here. The interval is that of the paired difference (95%); p is McNemar's exact test, the "
     "chance of a split of those reviews at least this uneven if the two trained models were equally accurate. "
     "It covers the test reviews, not retraining: on the H200 two seeds of one recipe from one encoder differed "
-    "by 1.8 points (p = 0.004), so only several seeds per recipe tell two recipes apart"
+    "by 1.8 points (p = 0.004), so only several seeds per recipe tell two recipes apart (`dgxperf runs seeds`)"
 )
 
 PAIRED_TERMINAL_TITLE = (
