@@ -46,7 +46,8 @@ for run in $RUNS; do
     "${init[@]}" --set seed="$seed" --epochs "$EPOCHS" --out "$WORK/$name" --no-checkpoint \
     "${extra[@]}" "${own[@]}" --json > "$WORK/$name.json"
   echo "exit $? $(date -u +%T)"
-  python3 -c "import json, sys; print(json.load(open(sys.argv[1])).get('test'))" "$WORK/$name.json" 2>&1 | tail -c 600
+  python3 -c "import json, sys; print(json.load(open(sys.argv[1])).get('test'))" "$WORK/$name.json" 2>/dev/null \
+    || echo "no result: the run stopped before it wrote one"
   (( SECONDS > STOP_AFTER_S )) && break
 done 2>&1 | tee "$OUT/log-seeds.txt"
 kill -TERM "$monitor" 2>/dev/null  # a background job ignores SIGINT; monitor stops cleanly on TERM
