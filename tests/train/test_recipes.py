@@ -43,6 +43,17 @@ def test_the_three_recipes_validate_and_differ_as_documented() -> None:
     assert guide.effective_lr(128) == guide.lr
 
 
+def test_lr_follows_the_batch_linearly_or_by_the_square_root() -> None:
+    optimized = recipes.apply_overrides(recipes.OPTIMIZED, {"lr_scaling": "sqrt"})
+    assert optimized.effective_lr(256) == pytest.approx(2 * optimized.lr)  # sqrt(256 / 64) = 2
+    assert optimized.effective_lr(64) == pytest.approx(optimized.lr)
+    assert recipes.OPTIMIZED.effective_lr(256) == pytest.approx(4 * optimized.lr)
+    unscaled = recipes.apply_overrides(recipes.GUIDE, {"lr_scaling": "sqrt"})
+    assert unscaled.effective_lr(256) == unscaled.lr  # no lr_reference_batch: lr as written
+    with pytest.raises(RecipeError, match="lr_scaling='cube': choose from linear, sqrt"):
+        recipes.apply_overrides(recipes.OPTIMIZED, {"lr_scaling": "cube"})
+
+
 def test_overrides_are_typed_and_checked() -> None:
     config = recipes.apply_overrides(
         recipes.BASELINE,
