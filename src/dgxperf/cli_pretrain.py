@@ -54,6 +54,13 @@ def pretrain(
         int, typer.Option("--batch-size", min=1, help="Rows of max_len tokens per step.")
     ] = 128,
     mask_prob: Annotated[float, typer.Option("--mask-prob", help="Share of tokens to predict.")] = 0.15,
+    mask_span: Annotated[
+        int,
+        typer.Option(
+            "--mask-span",
+            help="Longest masked span: 1 masks single tokens (BERT); 10 masks SpanBERT's spans (mean 3.8).",
+        ),
+    ] = 1,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the weights, masks and row order.")] = 0,
     extra_text: Annotated[
         Path | None,
@@ -107,7 +114,7 @@ def pretrain(
     try:
         config = recipes.build_config(recipe, yaml_file=config_file, overrides=overrides)
         settings = PretrainSettings(
-            epochs=epochs, lr=lr, batch_size=batch_size, mask_prob=mask_prob, seed=seed,
+            epochs=epochs, lr=lr, batch_size=batch_size, mask_prob=mask_prob, mask_span=mask_span, seed=seed,
             extra_text=str(extra_text) if extra_text is not None else None,
         )  # fmt: skip
         settings.validate()

@@ -40,6 +40,8 @@ from dgxperf.train.pretrain import (
     mask_tokens,
     pretrain,
     read_encoder,
+    span_cover,
+    span_lengths,
     token_stream,
 )
 from dgxperf.train.tokenizer import CLS_ID, PAD_ID, SEP_ID, UNK_ID, load_tokenizer
@@ -99,6 +101,41 @@ def batch_with_specials(rows: int = 512, length: int = 128, seed: int = 1) -> to
     ids[torch.rand((rows, length), generator=g) < 0.05] = SEP_ID
     ids[::2, -24:] = PAD_ID
     return ids
+
+
+def test_span_cover_marks_each_start_and_its_length() -> None:
+    lengths = torch.tensor([[2, 0, 0, 3, 0, 0], [0, 0, 0, 0, 4, 0], [1, 1, 0, 0, 0, 0]])
+    expected = torch.tensor([[1, 1, 0, 1, 1, 1], [0, 0, 0, 0, 1, 1], [1, 1, 0, 0, 0, 0]], dtype=torch.bool)
+    assert torch.equal(span_cover(lengths, span_max=4), expected)  # the 4-span is cut by the row's end
+
+
+def test_span_lengths_follow_spanbert() -> None:
+    lengths = span_lengths((4000, 128), 0.15, 10, torch.Generator().manual_seed(0), "cpu")
+    drawn = lengths[lengths > 0].float()
+    assert int(drawn.min()) == 1 and int(drawn.max()) == 10
+    # SpanBERT's law, geometric p = 0.2 cut at 10 and renormalised, has mean 3.80; ~20k spans drawn
+    assert abs(float(drawn.mean()) - 3.80) < 0.1
+
+
+@pytest.mark.parametrize(("mask_prob", "span_max"), [(0.15, 10), (0.15, 3), (0.3, 10)])
+def test_mask_tokens_in_spans(mask_prob: float, span_max: int) -> None:
+    ids = batch_with_specials()
+    inputs, targets = mask_tokens(ids, VOCAB, mask_prob, torch.Generator().manual_seed(0), span_max)
+    special = (ids == PAD_ID) | (ids == CLS_ID) | (ids == SEP_ID)
+    chosen = targets != -100
+    assert not (chosen & special).any()
+    assert torch.equal(inputs[~chosen], ids[~chosen]) and torch.equal(targets[chosen], ids[chosen])
+    # overlapping spans still cover about mask_prob of the plain tokens (the start rate allows for overlap)
+    assert abs(int(chosen.sum()) / int((~special).sum()) - mask_prob) < 0.02
+    # chosen tokens come in runs, longer than single-token masking's chance neighbours (~1 / (1 - mask_prob))
+    single = mask_tokens(ids, VOCAB, mask_prob, torch.Generator().manual_seed(0))[1] != -100
+    assert mean_run(chosen) > mean_run(single) + 0.5
+    assert abs(mean_run(single) - 1 / (1 - mask_prob)) < 0.1
+
+
+def mean_run(chosen: torch.Tensor) -> float:
+    starts = chosen & ~torch.nn.functional.pad(chosen, (1, 0))[:, :-1]
+    return int(chosen.sum()) / int(starts.sum())
 
 
 @pytest.mark.parametrize("mask_prob", [0.15, 0.4])
@@ -182,6 +219,8 @@ def test_token_stream_of_a_real_sized_split() -> None:
         ("batch_size", 0, "batch_size=0 must be at least 1"),
         ("mask_prob", 0.0, r"mask_prob=0.0 must be in \(0, 1\)"),
         ("mask_prob", 1.0, r"mask_prob=1.0 must be in \(0, 1\)"),
+        ("mask_span", 0, "mask_span=0 must be 1 \\(single tokens\\) to 32"),
+        ("mask_span", 33, "mask_span=33 must be 1"),
         ("warmup_share", 1.0, r"warmup_share=1.0 must be in \[0, 1\)"),
         ("warmup_share", -0.1, "warmup_share=-0.1 must be in"),
     ],
@@ -267,6 +306,15 @@ def test_pretrain_writes_the_folder_and_learns(pretrained: Pretrained) -> None:
     assert result["tokens_per_s_steady"] == epochs[1]["tokens_per_s"]
     assert result["total_seconds"] >= sum(e["seconds"] for e in epochs)
     assert load_tokenizer(folder / TOKENIZER_FILE).vocab_size == vocab
+
+
+def test_span_masking_pretrains_and_is_recorded(home: Path, tmp_path: Path) -> None:
+    settings = dataclasses.replace(SETTINGS, mask_span=10)
+    result = pretrain(config(), settings, tmp_path / "spans", home / "cache", device="cpu")
+    assert_valid("pretrain.v1.json", result)
+    assert result["settings"]["mask_span"] == 10
+    losses = [e["loss"] for e in result["epochs"]]
+    assert all(math.isfinite(x) for x in losses) and losses[-1] < losses[0]
 
 
 def test_the_encoder_file_holds_the_encoder_without_its_head(pretrained: Pretrained) -> None:
@@ -648,6 +696,7 @@ BAD = [
     (["--lr", "2"], "lr=2.0 is not a learning rate"),
     (["--mask-prob", "0"], "mask_prob=0.0 must be in (0, 1)"),
     (["--mask-prob", "1"], "mask_prob=1.0 must be in (0, 1)"),
+    (["--mask-span", "0"], "mask_span=0 must be 1 (single tokens) to 32"),
 ]
 
 

@@ -51,6 +51,8 @@ TOKENIZER_FILE = "tokenizer.json"
 RESULT_FILE = "pretrain.json"
 CHECKPOINT_FILE = "checkpoint.pt"
 CHECKPOINT_SCHEMA = "dgxperf.pretrain-checkpoint/1"
+SPAN_GEOMETRIC_P = 0.2  # SpanBERT's span-length law (Joshi et al., 2020)
+MAX_MASK_SPAN = 32
 # The task head is not pretrained: fine-tuning starts it from its usual initialisation.
 HEAD_PREFIXES = ("pooler.", "classifier.")
 # Fields that decide the weights' shapes and meaning; fine-tuning must match them.
@@ -74,6 +76,9 @@ class PretrainSettings:
     lr: float = 2e-4
     batch_size: int = 128
     mask_prob: float = 0.15
+    # Longest masked span: 1 masks single tokens (BERT); more masks spans of geometric length cut at it
+    # (SpanBERT: mean 3.8 tokens at 10), so a character is not given away by its own word's other half.
+    mask_span: int = 1
     warmup_share: float = 1 / 16
     seed: int = 0
     # Unlabeled text to pretrain on besides the training split (one passage per line): read_extra_text.
@@ -88,6 +93,10 @@ class PretrainSettings:
             raise PretrainError(f"batch_size={self.batch_size} must be at least 1")
         if not 0 < self.mask_prob < 1:
             raise PretrainError(f"mask_prob={self.mask_prob} must be in (0, 1)")
+        if not 1 <= self.mask_span <= MAX_MASK_SPAN:
+            raise PretrainError(
+                f"mask_span={self.mask_span} must be 1 (single tokens) to {MAX_MASK_SPAN} (spans up to that length)"
+            )
         if not 0 <= self.warmup_share < 1:
             raise PretrainError(f"warmup_share={self.warmup_share} must be in [0, 1)")
 
@@ -161,14 +170,47 @@ def read_extra_text(path: Path, tokenizer: Any, held_out: Any) -> tuple[Any, dic
     return torch.from_numpy(stream), info
 
 
-def mask_tokens(ids: Any, vocab_size: int, mask_prob: float, generator: Any) -> tuple[Any, Any]:
-    """BERT's masking: (inputs, targets); targets are -100 except at the chosen positions."""
+def span_lengths(shape: Any, mask_prob: float, span_max: int, generator: Any, device: Any) -> Any:
+    """At each position, the length of a masked span starting there (0 for none). Lengths follow a
+    geometric law (p = 0.2, SpanBERT) cut at ``span_max`` and renormalised; starts are drawn so that
+    overlapping spans still cover ``mask_prob`` of the positions: rate -ln(1 - mask_prob) / mean length."""
+    import torch
+
+    keep = 1 - SPAN_GEOMETRIC_P
+    truncated = 1 - keep**span_max
+    mean = sum(k * SPAN_GEOMETRIC_P * keep ** (k - 1) for k in range(1, span_max + 1)) / truncated
+    start = torch.rand(shape, generator=generator, device=device) < -math.log1p(-mask_prob) / mean
+    u = torch.rand(shape, generator=generator, device=device)
+    length = torch.ceil(torch.log1p(-u * truncated) / math.log(keep)).clamp(1, span_max)
+    return torch.where(start, length, torch.zeros_like(length)).long()
+
+
+def span_cover(lengths: Any, span_max: int) -> Any:
+    """Positions inside a span: row-wise, each start covers itself and its next ``length - 1`` positions
+    (a span cut by the row's end stops there). Loops to ``span_max``, not to the longest span drawn: no
+    device sync per step."""
+    covered = lengths > 0
+    for offset in range(1, min(span_max, lengths.shape[-1])):
+        covered[:, offset:] |= lengths[:, :-offset] > offset
+    return covered
+
+
+def mask_tokens(
+    ids: Any, vocab_size: int, mask_prob: float, generator: Any, span_max: int = 1
+) -> tuple[Any, Any]:
+    """BERT's masking: (inputs, targets); targets are -100 except at the chosen positions. With
+    ``span_max`` > 1 the chosen positions come in spans (:func:`span_lengths`), each token of a span then
+    replaced 80/10/10 as BERT does."""
     import torch
 
     from dgxperf.train.tokenizer import CLS_ID, PAD_ID, SEP_ID, UNK_ID
 
     special = (ids == PAD_ID) | (ids == CLS_ID) | (ids == SEP_ID)
-    pick = (torch.rand(ids.shape, generator=generator, device=ids.device) < mask_prob) & ~special
+    if span_max == 1:
+        pick = (torch.rand(ids.shape, generator=generator, device=ids.device) < mask_prob) & ~special
+    else:
+        lengths = span_lengths(ids.shape, mask_prob, span_max, generator, ids.device)
+        pick = span_cover(lengths, span_max) & ~special
     roll = torch.rand(ids.shape, generator=generator, device=ids.device)
     inputs = torch.where(pick & (roll < 0.8), torch.full_like(ids, UNK_ID), ids)
     first_plain_id = max(PAD_ID, CLS_ID, SEP_ID, UNK_ID) + 1
@@ -317,7 +359,9 @@ def _pretrain(
         loss_sum = torch.zeros((), device=context.device)
         for step in range(steps_per_epoch):
             batch = rows[step * settings.batch_size : (step + 1) * settings.batch_size]
-            inputs, targets = mask_tokens(batch, model_config.vocab_size, settings.mask_prob, mask_rng)
+            inputs, targets = mask_tokens(
+                batch, model_config.vocab_size, settings.mask_prob, mask_rng, settings.mask_span
+            )
             with autocast:
                 loss = loss_fn(model, inputs, targets)
             optimizer.zero_grad(set_to_none=True)
