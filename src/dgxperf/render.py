@@ -215,15 +215,30 @@ def render_paired(console: Console, a: int, b: int, paired: Mapping[str, Any]) -
 
 def render_seeds(console: Console, data: Mapping[str, Any]) -> None:
     """Two groups of seeds: each run, each group's mean and spread, and what the difference amounts to."""
+    from dgxperf.train.seeds import encoders
+
+    every_run = [*data["runs_a"], *data["runs_b"]]
+    named = encoders(every_run)
+    columns = ["group", "run", "recipe", "seed", *(["encoder"] if named else []), "test acc"]
     table = Table(title="test accuracy over seeds", title_justify="left", show_lines=False)
-    for column in ("group", "run", "recipe", "seed", "test acc"):
+    for column in columns:
         table.add_column(column, justify="right" if column in ("run", "seed", "test acc") else "left")
     for label, runs, group in (("A", data["runs_a"], data["a"]), ("B", data["runs_b"], data["b"])):
         for run in runs:
-            table.add_row(label, str(run["run_id"]), str(run["recipe"]), str(run["seed"]),
+            encoder = [run.get("encoder") or "—"] if named else []
+            table.add_row(label, str(run["run_id"]), str(run["recipe"]), str(run["seed"]), *encoder,
                           f"{100 * run['test_accuracy']:.2f}%")  # fmt: skip
-        table.add_row(label, "", "mean ± sd", "", f"{group['mean']:.2f} ± {group['sd']:.2f}", style="bold")
+        spacer = [""] if named else []
+        table.add_row(
+            label, "", "mean ± sd", "", *spacer, f"{group['mean']:.2f} ± {group['sd']:.2f}", style="bold"
+        )
     console.print(table)
+    if len(named) > 1:
+        console.print(
+            f"the runs were fine-tuned from {len(named)} different encoders: the encoder moves test accuracy "
+            "as much as a recipe can, so the difference may be the encoders'",
+            highlight=False,
+        )
     low, high = data["difference_ci95"]
     p = data["p_value"]
     permutation = (

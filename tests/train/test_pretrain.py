@@ -8,8 +8,10 @@ encoded-data cache, so each further run costs the review loading and a few steps
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +41,7 @@ from dgxperf.train.pretrain import (
     load_pretrained,
     mask_tokens,
     pretrain,
+    pretrain_identity,
     read_encoder,
     span_cover,
     span_lengths,
@@ -475,10 +478,29 @@ def test_load_pretrained_copies_the_encoder_and_leaves_the_head(pretrained: Pret
     head = {k: v.clone() for k, v in model.state_dict().items() if k.startswith(HEAD_PREFIXES)}
     assert not torch.equal(model.tok_emb.weight, saved["tok_emb.weight"])
     info = load_pretrained(model, pretrained.folder)
-    assert info == {"init_from": str(pretrained.folder), "loaded_tensors": len(saved)} and len(saved) > 10
+    identity = {
+        "sha256": hashlib.sha256((pretrained.folder / RESULT_FILE).read_bytes()).hexdigest(),
+        "settings": pretrained.result["settings"],
+        "final_loss": pretrained.result["final_loss"],
+    }
+    assert info == {"init_from": str(pretrained.folder), "loaded_tensors": len(saved), "pretrain": identity}
+    assert len(saved) > 10
     state = model.state_dict()
     assert all(torch.equal(state[k], v) for k, v in saved.items())
     assert len(head) == 4 and all(torch.equal(state[k], v) for k, v in head.items())
+
+
+def test_pretrain_identity_without_a_readable_result(pretrained: Pretrained, tmp_path: Path) -> None:
+    assert pretrain_identity(tmp_path) is None  # no pretrain.json
+    (tmp_path / RESULT_FILE).write_text("{not json")
+    assert pretrain_identity(tmp_path) is None
+    (tmp_path / RESULT_FILE).write_text("[1, 2]")
+    assert pretrain_identity(tmp_path) is None
+    copy = tmp_path / "copy"
+    shutil.copytree(pretrained.folder, copy)
+    (copy / RESULT_FILE).unlink()
+    model = Encoder(model_config_of(pretrained.result))
+    assert load_pretrained(model, copy)["pretrain"] is None  # the weights still load
 
 
 def test_load_pretrained_into_a_model_without_a_pooler(pretrained: Pretrained) -> None:
@@ -592,7 +614,9 @@ def test_train_from_a_pretrained_folder(
     )
     assert result is not None
     saved = read_encoder(pretrained.folder)["state"]
-    assert result["init"] == {"init_from": str(pretrained.folder), "loaded_tensors": len(saved)}
+    assert result["init"]["init_from"] == str(pretrained.folder)
+    assert result["init"]["loaded_tensors"] == len(saved)
+    assert result["init"]["pretrain"]["final_loss"] == pretrained.result["final_loss"]
     assert result["config"]["init_from"] == str(pretrained.folder) and result["steps"] == 3
     assert_valid("train.v1.json", result)
     # the run used the pretrained vocabulary, and trained the model the weights were loaded into

@@ -20,6 +20,7 @@ from dgxperf.train.seeds import (
     SeedsError,
     check_same_split,
     compare_seed_groups,
+    encoders,
     seed_run,
     t975,
 )
@@ -118,11 +119,28 @@ def test_seed_run_reads_a_stored_train_result_and_refuses_others() -> None:
         "seed": 1,
         "test_accuracy": result["test"]["accuracy"],
         "split_hash": result["data"]["encoded"]["split_hash"],
+        "encoder": None,  # recorded before train results named their pretraining
     }
     with pytest.raises(SeedsError, match="is a `doctor` run"):
         seed_run(3, "doctor", {})
     with pytest.raises(SeedsError, match="no test accuracy"):
         seed_run(4, "train", {"test": None})
+
+
+def with_encoder(result: dict[str, Any], sha256: str) -> dict[str, Any]:
+    """SYNTHETIC edit of a real result: encoder G's runs predate ``init.pretrain``, so name one."""
+    edited = json.loads(json.dumps(result))
+    edited["init"]["pretrain"] = {"sha256": sha256, "settings": {"epochs": 80}, "final_loss": 1.72}
+    return edited
+
+
+def test_seed_run_names_the_encoder_it_was_fine_tuned_from() -> None:
+    result = results(OPTIMIZED_G[:1])[0]
+    run = seed_run(1, "train", with_encoder(result, "ab" * 32))
+    assert run["encoder"] == "ababababab" + "ab"
+    runs = [run, seed_run(2, "train", with_encoder(result, "cd" * 32)), seed_run(3, "train", result)]
+    assert encoders(runs) == {"ab" * 6, "cd" * 6}  # the run without a name adds none
+    assert seed_run(4, "train", {**result, "init": None})["encoder"] is None  # trained from scratch
 
 
 def test_runs_on_different_splits_are_refused() -> None:
@@ -135,13 +153,31 @@ def test_runs_on_different_splits_are_refused() -> None:
 # -- the command ----------------------------------------------------------------------------------------------
 
 
-def stored(home: Path, paths: list[Path]) -> list[int]:
+def stored(home: Path, paths: list[Path], edit: Any = None) -> list[int]:
     with RunStore(default_store_path({"DGXPERF_HOME": str(home)})) as store:
         return [
             store.save(command="train", schema=r["schema"], status="ok", fingerprint={"hostname": "h200"},
-                       result=r, argv=["train"], tool_version=r["tool_version"])
+                       result=edit(r) if edit else r, argv=["train"], tool_version=r["tool_version"])
             for r in results(paths)
         ]  # fmt: skip
+
+
+def test_runs_seeds_shows_the_encoders_and_warns_when_they_differ(tmp_path: Path) -> None:
+    def two_encoders(result: dict[str, Any]) -> dict[str, Any]:
+        return with_encoder(result, ("aa" if result["recipe"] == "optimized" else "bb") * 32)
+
+    stored(tmp_path, OPTIMIZED_G + GUIDE_G, edit=two_encoders)
+    data = json.loads(dgxperf("runs", "seeds", "1-4", "5-7", "--json", home=tmp_path).stdout)
+    assert_valid("seeds", data)
+    assert {r["encoder"] for r in data["runs_a"]} == {"aa" * 6} and {
+        r["encoder"] for r in data["runs_b"]
+    } == {"bb" * 6}
+    human = dgxperf("runs", "seeds", "1-4", "5-7", home=tmp_path).stdout
+    assert "encoder" in human and "aaaaaaaaaaaa" in human
+    assert "fine-tuned from 2 different encoders" in human
+    one = tmp_path / "one"
+    stored(one, OPTIMIZED_G + GUIDE_G, edit=lambda r: with_encoder(r, "aa" * 32))
+    assert "different encoders" not in dgxperf("runs", "seeds", "1-4", "5-7", home=one).stdout
 
 
 def test_runs_seeds_compares_the_stored_runs(tmp_path: Path) -> None:
@@ -161,6 +197,7 @@ def test_runs_seeds_compares_the_stored_runs(tmp_path: Path) -> None:
     assert human.returncode == 0
     assert "86.48 ± 0.30" in human.stdout and "85.93 ± 0.23" in human.stdout
     assert "+0.55 points" in human.stdout and "not told apart" in human.stdout
+    assert "encoder" not in human.stdout  # none of these runs names its pretraining: no column, no warning
 
 
 @pytest.mark.parametrize(

@@ -518,4 +518,27 @@ def load_pretrained(model: Any, folder: Path) -> dict[str, Any]:
         raise PretrainError(
             f"init_from={folder}: weights do not match the model (missing {not_head[:3]}, unexpected {unexpected[:3]})"
         )
-    return {"init_from": str(folder), "loaded_tensors": len(saved["state"])}
+    return {
+        "init_from": str(folder),
+        "loaded_tensors": len(saved["state"]),
+        "pretrain": pretrain_identity(folder),
+    }
+
+
+def pretrain_identity(folder: Path) -> dict[str, Any] | None:
+    """Which pretraining a fine-tune started from, recorded with its result: encoders are pretrained into the
+    same folder again and again (a lent GPU's /tmp), and the encoder moves test accuracy as much as the
+    recipe. The sha256 of ``pretrain.json`` tells two pretrainings apart (it holds their timings); its
+    settings and final loss say what each was. None when the folder has no readable ``pretrain.json``."""
+    try:
+        raw = (folder / RESULT_FILE).read_bytes()
+        result = json.loads(raw)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(result, dict):
+        return None
+    return {
+        "sha256": hashlib.sha256(raw).hexdigest(),
+        "settings": result.get("settings"),
+        "final_loss": result.get("final_loss"),
+    }

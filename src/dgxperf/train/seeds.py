@@ -124,13 +124,22 @@ def seed_run(run_id: int, command: str, result: Mapping[str, Any]) -> dict[str, 
     if not isinstance(accuracy, int | float):
         raise SeedsError(f"run {run_id} has no test accuracy (stopped before its test evaluation?)")
     encoded = _mapping(_mapping(result.get("data")).get("encoded"))
+    pretrained = _mapping(_mapping(result.get("init")).get("pretrain")).get("sha256")
     return {
         "run_id": run_id,
         "recipe": result.get("recipe"),
         "seed": _mapping(result.get("config")).get("seed"),
         "test_accuracy": float(accuracy),
         "split_hash": encoded.get("split_hash"),
+        # the pretraining it was fine-tuned from (12 hex digits of its pretrain.json's sha256); None for a
+        # run from scratch or one recorded before train results named their encoder
+        "encoder": str(pretrained)[:12] if pretrained else None,
     }
+
+
+def encoders(runs: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The distinct pretrainings the runs were fine-tuned from (those that name one)."""
+    return {str(r["encoder"]) for r in runs if r.get("encoder")}
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
