@@ -9,7 +9,7 @@ import numpy as np
 
 from dgxperf.train import recipes
 from dgxperf.train.data import BucketBatchSampler, FixedBatchSampler
-from dgxperf.train.warmup import run_shapes
+from dgxperf.train.warmup import passes_per_shape, run_shapes, warm_shapes
 from tests.train.test_loop import config, records, run
 
 
@@ -28,6 +28,37 @@ def test_run_shapes_are_read_from_the_sampler() -> None:
     padded = recipes.build_config("guide", overrides={"max_len": "128", "batch_size": "5"})
     fixed = run_shapes(FixedBatchSampler(12, 5, even=False), lengths, padded, range(3))
     assert {size for size, _, _ in fixed} == {5, 2} and {length for _, length, _ in fixed} == {128}
+
+
+def test_cuda_graph_modes_warm_each_shape_three_times() -> None:
+    """CUDAGraph Trees run a shape's first call eagerly, record on the second and replay from the third:
+    all three before the clock, or the timed epoch pays one recording per shape."""
+    graphs = recipes.apply_overrides(recipes.OPTIMIZED, {"compile_mode": "reduce-overhead"})
+    assert passes_per_shape(graphs) == 3
+    assert passes_per_shape(recipes.apply_overrides(recipes.OPTIMIZED, {"compile_mode": "max-autotune"})) == 3
+    assert passes_per_shape(recipes.OPTIMIZED) == 1  # compile, default mode: one pass compiles
+    uncompiled = recipes.apply_overrides(
+        recipes.OPTIMIZED, {"compile": "false", "compile_mode": "reduce-overhead"}
+    )
+    assert passes_per_shape(uncompiled) == 1
+
+
+def test_warm_shapes_runs_every_shape_the_given_number_of_times() -> None:
+    import contextlib
+
+    import torch
+
+    from dgxperf.train.model import Encoder, ModelConfig
+
+    model = Encoder(ModelConfig(vocab_size=40, num_labels=2, max_len=16, layers=1, hidden=8, heads=2, ffn=16))
+    seen: list[tuple[int, ...]] = []
+    model.register_forward_pre_hook(lambda _, args: seen.append(tuple(args[0].shape)))
+    context = type("Context", (), {"device": torch.device("cpu"), "sync": lambda self: None})()
+    shapes = [(2, 8, False), (3, 16, True)]
+    warmed = warm_shapes(model, shapes, context, contextlib.nullcontext, passes=3)
+    assert seen == [(2, 8)] * 3 + [(3, 16)] * 3
+    assert warmed["passes"] == 3 and warmed["shapes"] == [[2, 8, False], [3, 16, True]]
+    assert all(p.grad is None for p in model.parameters())
 
 
 def test_warm_up_leaves_the_training_exactly_as_it_was(tmp_path: Path) -> None:

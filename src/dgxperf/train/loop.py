@@ -24,7 +24,7 @@ from dgxperf.train.flops import flops_for_batch
 from dgxperf.train.metrics import ThroughputMeter, scores, wilson_interval
 from dgxperf.train.paired import PREDICTIONS_FILE, write_predictions
 from dgxperf.train.recipes import RecipeError, TrainConfig
-from dgxperf.train.warmup import run_shapes, union_across_ranks, warm_shapes
+from dgxperf.train.warmup import passes_per_shape, run_shapes, union_across_ranks, warm_shapes
 
 TRAIN_SCHEMA = "dgxperf.train/1"
 SYNTHETIC_VOCAB = 21128  # bert-base-chinese's vocabulary: the shapes of ANCHORS.md
@@ -424,7 +424,11 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
     if config.warm_shapes:
         shapes = run_shapes(sampler, task.train.lengths, config, range(epoch, config.epochs))
         warmed = warm_shapes(
-            model, union_across_ranks(shapes, context), context, lambda: autocast(config, context)
+            model,
+            union_across_ranks(shapes, context),
+            context,
+            lambda: autocast(config, context),
+            passes=passes_per_shape(config),
         )
 
     def save_checkpoint() -> None:

@@ -53,15 +53,28 @@ def union_across_ranks(shapes: list[Shape], context: Any) -> list[Shape]:
     return sorted({tuple(shape) for rank_shapes in gathered for shape in rank_shapes})  # type: ignore[misc]
 
 
-def warm_shapes(model: Any, shapes: list[Shape], context: Any, autocast: Callable[[], Any]) -> dict[str, Any]:
-    """Run each shape through ``model`` once, forward and backward; leave no gradient and every random
-    generator as it was."""
+# torch.compile modes that replay CUDA graphs (CUDAGraph Trees): a function's first call per shape runs
+# eagerly as a warm-up, the second records the graph and the third is the first replay.
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+
+
+def passes_per_shape(config: TrainConfig) -> int:
+    """Warm-up passes each shape needs before the clock: 3 when compiled steps replay CUDA graphs (warm-up,
+    recording, first replay), else 1 (compilation and kernel selection happen on the first)."""
+    return 3 if config.compile and config.compile_mode in CUDA_GRAPH_MODES else 1
+
+
+def warm_shapes(
+    model: Any, shapes: list[Shape], context: Any, autocast: Callable[[], Any], passes: int = 1
+) -> dict[str, Any]:
+    """Run each shape through ``model`` ``passes`` times, forward and backward; leave no gradient and every
+    random generator as it was."""
     import torch
 
     rng = checkpoint.rng_state()
     graphs = parallel.compiled_graphs()
     began = time.perf_counter()
-    for batch, length, full in shapes:
+    for batch, length, full in [shape for shape in shapes for _ in range(passes)]:
         ids = torch.full((batch, length), CLS_ID, dtype=torch.long, device=context.device)
         mask = None
         if not full:  # the last position of each row is padding
@@ -77,6 +90,7 @@ def warm_shapes(model: Any, shapes: list[Shape], context: Any, autocast: Callabl
     checkpoint.set_rng_state(rng)
     return {
         "shapes": [list(s) for s in shapes],
+        "passes": passes,
         "seconds": round(time.perf_counter() - began, 3),
         "graphs_compiled": parallel.compiled_graphs() - graphs,
     }
