@@ -8,6 +8,7 @@ Registered in :mod:`dgxperf.cli` as ``app.command("pretrain")(pretrain)``. Exit 
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 from pathlib import Path
 from typing import Annotated, Any
@@ -161,6 +162,14 @@ def pretrain(
         f"{result['tokens_per_s_steady']:,.0f} tokens/s, {result['total_seconds']:.0f} s in all",
         highlight=False,
     )
+    dev = [e.get("dev_loss") for e in result["epochs"]]
+    if dev[-1] is not None:
+        best = min(range(len(dev)), key=lambda i: dev[i] if dev[i] is not None else math.inf)
+        console.print(
+            f"held out (dev texts): masked-LM loss {dev[-1]:.3f} after the last epoch, lowest {dev[best]:.3f} "
+            f"after epoch {best + 1}",
+            highlight=False,
+        )
     extra = result.get("extra_text")
     if extra:
         console.print(
@@ -194,5 +203,6 @@ class _Progress:
 
     def update(self, record: dict[str, Any]) -> None:
         if self.bar is not None:
-            text = f"loss {record['loss']:.3f}  {record['tokens_per_s']:,.0f} tokens/s"
+            held_out = f"  dev {record['dev_loss']:.3f}" if record.get("dev_loss") is not None else ""
+            text = f"loss {record['loss']:.3f}{held_out}  {record['tokens_per_s']:,.0f} tokens/s"
             self.bar.update(self.task, completed=record["epoch"], description=text)

@@ -7,6 +7,7 @@ encoded-data cache, so each further run costs the review loading and a few steps
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -38,8 +39,11 @@ from dgxperf.train.pretrain import (
     PretrainInputError,
     PretrainSettings,
     check_config,
+    held_out_batches,
+    held_out_loss,
     load_pretrained,
     mask_tokens,
+    mlm_logits,
     pretrain,
     pretrain_identity,
     read_encoder,
@@ -104,6 +108,44 @@ def batch_with_specials(rows: int = 512, length: int = 128, seed: int = 1) -> to
     ids[torch.rand((rows, length), generator=g) < 0.05] = SEP_ID
     ids[::2, -24:] = PAD_ID
     return ids
+
+
+def test_held_out_batches_are_fixed_and_leave_training_randomness_alone() -> None:
+    text = [CLS_ID, *range(FIRST_PLAIN_ID, FIRST_PLAIN_ID + 40), SEP_ID]
+    split = EncodedSplit.from_sequences([text] * 30, [0] * 30, max_len=64, truncated_share=0.0)
+    settings = PretrainSettings(batch_size=4, mask_span=3)
+    cpu_state = torch.get_rng_state()
+    first = held_out_batches(split, 32, 4, VOCAB, settings, "cpu")
+    again = held_out_batches(split, 32, 4, VOCAB, settings, "cpu")
+    assert torch.equal(torch.get_rng_state(), cpu_state)  # its own generator: training's draws are unchanged
+    assert len(first) == 10  # 30 texts x 41 tokens (no [CLS]) = 1,230 tokens: 38 rows of 32, batches of 4
+    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(first, again, strict=True))
+    assert all((t != -100).any() for _, t in first)
+    other_seed = held_out_batches(split, 32, 4, VOCAB, dataclasses.replace(settings, seed=5), "cpu")
+    assert not torch.equal(first[0][1], other_seed[0][1])
+    short = EncodedSplit.from_sequences(
+        [[CLS_ID, FIRST_PLAIN_ID, SEP_ID]], [0], max_len=64, truncated_share=0.0
+    )
+    assert held_out_batches(short, 32, 4, VOCAB, settings, "cpu") == []
+
+
+def test_held_out_loss_is_the_mean_over_predicted_tokens_with_dropout_off(pretrained: Pretrained) -> None:
+    model = Encoder(model_config_of(pretrained.result))
+    load_pretrained(model, pretrained.folder)
+    model.train()
+    vocab = pretrained.result["model"]["vocab_size"]
+    ids = torch.randint(FIRST_PLAIN_ID, vocab, (6, 128), generator=torch.Generator().manual_seed(0))
+    batches = [mask_tokens(ids[:4], vocab, 0.15, torch.Generator().manual_seed(1)),
+               mask_tokens(ids[4:], vocab, 0.15, torch.Generator().manual_seed(2))]  # fmt: skip
+    loss = held_out_loss(model, batches, contextlib.nullcontext())
+    assert model.training  # put back in training mode
+    model.eval()
+    with torch.no_grad():
+        logits = torch.cat([mlm_logits(model, inputs) for inputs, _ in batches])
+    targets = torch.cat([t for _, t in batches])
+    expected = torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
+    assert loss == pytest.approx(float(expected), rel=1e-5)
+    assert held_out_loss(model, [], contextlib.nullcontext()) is None
 
 
 def test_span_cover_marks_each_start_and_its_length() -> None:
@@ -307,6 +349,10 @@ def test_pretrain_writes_the_folder_and_learns(pretrained: Pretrained) -> None:
     assert losses[-1] < losses[0] < math.log(vocab) + 1
     assert result["final_loss"] == losses[-1] < math.log(vocab)
     assert result["tokens_per_s_steady"] == epochs[1]["tokens_per_s"]
+    # held out: the dev texts' masked-LM loss after each epoch, falling too in so short a run
+    dev = [e["dev_loss"] for e in epochs]
+    assert all(math.isfinite(x) for x in dev) and dev[-1] < dev[0] < math.log(vocab) + 1
+    assert result["final_dev_loss"] == dev[-1]
     assert result["total_seconds"] >= sum(e["seconds"] for e in epochs)
     assert load_tokenizer(folder / TOKENIZER_FILE).vocab_size == vocab
 
@@ -705,6 +751,7 @@ def test_cli_for_people_writes_under_the_home_and_says_how_to_fine_tune(home: Pa
     assert (folders[0] / ENCODER_FILE).is_file()
     text = " ".join(result.stdout.split())
     assert "pretrained " in text and "for 1 epochs of" in text and "masked-LM loss" in text
+    assert "held out (dev texts): masked-LM loss " in text and "lowest" in text and "after epoch 1" in text
     assert f"fine-tune from it: dgxperf train --recipe baseline --set init_from={folders[0]}" in text
 
 

@@ -53,6 +53,7 @@ CHECKPOINT_FILE = "checkpoint.pt"
 CHECKPOINT_SCHEMA = "dgxperf.pretrain-checkpoint/1"
 SPAN_GEOMETRIC_P = 0.2  # SpanBERT's span-length law (Joshi et al., 2020)
 MAX_MASK_SPAN = 32
+HELD_OUT_SEED_OFFSET = 1  # the held-out masks' generator: a seed of its own, not training's
 # The task head is not pretrained: fine-tuning starts it from its usual initialisation.
 HEAD_PREFIXES = ("pooler.", "classifier.")
 # Fields that decide the weights' shapes and meaning; fine-tuning must match them.
@@ -234,6 +235,47 @@ def mlm_loss(model: Any, inputs: Any, targets: Any) -> Any:
     return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=-100)
 
 
+def held_out_batches(
+    split: Any, row: int, batch_size: int, vocab_size: int, settings: PretrainSettings, device: Any
+) -> list[tuple[Any, Any]]:
+    """The dev split's texts as masked rows, drawn once with their own generator: every epoch's held-out
+    loss is measured on the same masks, and training's random streams are left alone. Empty when dev holds
+    less than one row."""
+    import torch
+
+    stream = token_stream(split)
+    count = stream.numel() // row
+    if count == 0:
+        return []
+    rows = stream[: count * row].view(count, row).to(device)
+    generator = torch.Generator(device=device).manual_seed(settings.seed + HELD_OUT_SEED_OFFSET)
+    return [
+        mask_tokens(rows[i : i + batch_size], vocab_size, settings.mask_prob, generator, settings.mask_span)
+        for i in range(0, count, batch_size)
+    ]
+
+
+def held_out_loss(model: Any, batches: list[tuple[Any, Any]], autocast: Any) -> float | None:
+    """Masked-LM loss over the held-out batches (mean over their predicted tokens), dropout off."""
+    import torch
+    import torch.nn.functional as F
+
+    if not batches:
+        return None
+    total = torch.zeros((), device=batches[0][0].device)
+    predicted = 0
+    model.eval()
+    with torch.no_grad(), autocast:
+        for inputs, targets in batches:
+            logits = mlm_logits(model, inputs)
+            total += F.cross_entropy(
+                logits.float().flatten(0, 1), targets.flatten(), ignore_index=-100, reduction="sum"
+            )
+            predicted += int((targets != -100).sum())
+    model.train()
+    return float(total) / max(1, predicted)
+
+
 def pretrain(
     config: TrainConfig,
     settings: PretrainSettings,
@@ -331,6 +373,9 @@ def _pretrain(
     cpu_rng = torch.Generator().manual_seed(settings.seed)
     mask_rng = torch.Generator(device=context.device).manual_seed(settings.seed)
     stream = stream.to(context.device)
+    dev_batches = held_out_batches(
+        task.dev, row, settings.batch_size, model_config.vocab_size, settings, context.device
+    )
     epochs: list[dict[str, Any]] = []
     identity = {  # what a checkpoint must match to be resumed: anything that changes the weights' path
         "settings": dataclasses.asdict(settings),
@@ -381,6 +426,8 @@ def _pretrain(
             "epoch": epoch,
             "epochs": settings.epochs,
             "loss": mean,
+            # on the dev texts, which training never sees: where it stops falling, more epochs memorise
+            "dev_loss": held_out_loss(model, dev_batches, autocast),
             "seconds": seconds,
             "tokens_per_s": steps_per_epoch * settings.batch_size * row / seconds,
             "lr": schedule.get_last_lr()[0],
@@ -428,6 +475,7 @@ def _pretrain(
         "tokens_per_epoch": steps_per_epoch * settings.batch_size * row,
         "epochs": epochs,
         "final_loss": epochs[-1]["loss"],
+        "final_dev_loss": epochs[-1].get("dev_loss"),
         "tokens_per_s_steady": statistics.median(steady),
         "total_seconds": earlier_seconds + time.perf_counter() - began,
         "resumed_at_epoch": resumed_at,
