@@ -40,6 +40,7 @@ from dgxperf.train.pretrain import (
     PretrainSettings,
     check_config,
     held_out_batches,
+    held_out_every,
     held_out_loss,
     load_pretrained,
     mask_tokens,
@@ -127,6 +128,10 @@ def test_held_out_batches_are_fixed_and_leave_training_randomness_alone() -> Non
         [[CLS_ID, FIRST_PLAIN_ID, SEP_ID]], [0], max_len=64, truncated_share=0.0
     )
     assert held_out_batches(short, 32, 4, VOCAB, settings, "cpu") == []
+
+
+def test_held_out_loss_is_measured_about_twenty_times_a_run() -> None:
+    assert [held_out_every(n) for n in (1, 2, 19, 20, 39, 40, 80, 200)] == [1, 1, 1, 1, 1, 2, 4, 10]
 
 
 def test_held_out_loss_is_the_mean_over_predicted_tokens_with_dropout_off(pretrained: Pretrained) -> None:
