@@ -176,19 +176,40 @@ def effective_workers(config: TrainConfig, context: parallel.RunContext) -> int:
 # -- optimizer and schedule ------------------------------------------------------------------------------
 
 
+def layer_depth(name: str, layers: int) -> int:
+    """0 for the embeddings, i + 1 for block i, layers + 1 for what sits above the blocks (final LayerNorm,
+    pooler, classifier): the depth that layer-wise lr decay counts from the top."""
+    parts = name.split(".")
+    if "blocks" in parts:
+        return int(parts[parts.index("blocks") + 1]) + 1
+    if any(part.endswith("emb") or part == "emb_ln" for part in parts):
+        return 0
+    return layers + 1
+
+
 def make_optimizer(model: Any, config: TrainConfig, lr: float, context: parallel.RunContext) -> Any:
-    """AdamW with no weight decay on biases, LayerNorm and embeddings (BERT's practice)."""
+    """AdamW with no weight decay on biases, LayerNorm and embeddings (BERT's practice). With
+    ``lr_layer_decay`` < 1 each layer's lr is that of the layer above times the decay, from the head down
+    to the embeddings (Sun et al., 2019; ELECTRA): a pretrained encoder's lower layers move least."""
     import torch
 
-    decay: list[Any] = []
-    no_decay: list[Any] = []
+    layers = len(model.blocks) if hasattr(model, "blocks") else 0
+    grouped: dict[tuple[bool, int], list[Any]] = {}
     for name, param in model.named_parameters():
         if not param.requires_grad:
             continue
-        (no_decay if param.ndim < 2 or "emb" in name else decay).append(param)
+        no_decay = param.ndim < 2 or "emb" in name
+        depth = layer_depth(name, layers) if config.lr_layer_decay < 1 else layers + 1
+        grouped.setdefault((no_decay, depth), []).append(param)
+    # decay first, then no-decay: with lr_layer_decay = 1 these are the two groups of every earlier run,
+    # so their checkpoints still resume
     groups = [
-        {"params": decay, "weight_decay": config.weight_decay},
-        {"params": no_decay, "weight_decay": 0.0},
+        {
+            "params": params,
+            "weight_decay": 0.0 if no_decay else config.weight_decay,
+            "lr": lr * config.lr_layer_decay ** (layers + 1 - depth),
+        }
+        for (no_decay, depth), params in sorted(grouped.items(), key=lambda item: (item[0][0], -item[0][1]))
     ]
     kwargs: dict[str, Any] = {"lr": lr, "betas": (config.beta1, config.beta2), "eps": config.eps}
     if config.fused_optimizer:

@@ -82,6 +82,7 @@ class TrainConfig:
     lr: float = 5e-5
     lr_reference_batch: int | None = None
     lr_scaling: str = "linear"  # how lr follows the global batch from lr_reference_batch: linear or sqrt
+    lr_layer_decay: float = 1.0  # < 1: each layer's lr is the one above it times this (head at lr)
     weight_decay: float = 0.01
     beta1: float = 0.9
     beta2: float = 0.98
@@ -159,6 +160,10 @@ class TrainConfig:
             raise RecipeError("max_len must be at least 4 ([CLS], [SEP] and some text)")
         if not 0 < self.lr < 1:
             raise RecipeError(f"lr={self.lr} is not a learning rate (0 < lr < 1)")
+        if not 0 < self.lr_layer_decay <= 1:
+            raise RecipeError(
+                f"lr_layer_decay={self.lr_layer_decay} must be in (0, 1] (1: one lr for all layers)"
+            )
         if not 0 <= self.warmup_ratio < 1:
             raise RecipeError(f"warmup_ratio={self.warmup_ratio} must be in [0, 1)")
         if self.memory_fraction is not None and not 0 < self.memory_fraction <= 1:
