@@ -270,8 +270,9 @@ def held_out_loss(model: Any, batches: list[tuple[Any, Any]], autocast: Any) -> 
 
     if not batches:
         return None
-    total = torch.zeros((), device=batches[0][0].device)
-    predicted = 0
+    device = batches[0][0].device
+    total = torch.zeros((), device=device)
+    predicted = torch.zeros((), dtype=torch.long, device=device)  # summed on the device: no sync per batch
     model.eval()
     with torch.no_grad(), autocast:
         for inputs, targets in batches:
@@ -279,9 +280,9 @@ def held_out_loss(model: Any, batches: list[tuple[Any, Any]], autocast: Any) -> 
             total += F.cross_entropy(
                 logits.float().flatten(0, 1), targets.flatten(), ignore_index=-100, reduction="sum"
             )
-            predicted += int((targets != -100).sum())
+            predicted += (targets != -100).sum()
     model.train()
-    return float(total) / max(1, predicted)
+    return float(total) / max(1, int(predicted))
 
 
 def pretrain(
