@@ -54,6 +54,25 @@ def test_lr_follows_the_batch_linearly_or_by_the_square_root() -> None:
         recipes.apply_overrides(recipes.OPTIMIZED, {"lr_scaling": "cube"})
 
 
+def test_cuda_graph_modes_need_the_whole_model_compiled() -> None:
+    """compile_mode=reduce-overhead with per-block compile died on the H200's first steps (CUDA graph
+    output overwritten, 2026-12-04-h200-encoder-j): refused up front, naming the two settings that work."""
+    for mode in ("reduce-overhead", "max-autotune"):
+        with pytest.raises(RecipeError, match=r"fail with compile_scope=blocks.*compile_scope=model"):
+            recipes.apply_overrides(recipes.OPTIMIZED, {"compile_mode": mode})
+        whole = recipes.apply_overrides(recipes.OPTIMIZED, {"compile_mode": mode, "compile_scope": "model"})
+        assert (whole.compile_mode, whole.compile_scope) == (mode, "model")
+    no_graphs = recipes.apply_overrides(recipes.OPTIMIZED, {"compile_mode": "max-autotune-no-cudagraphs"})
+    assert no_graphs.compile_scope == "blocks"
+    # not compiled: the mode is never used, so nothing to refuse
+    eager = recipes.apply_overrides(
+        recipes.OPTIMIZED, {"compile": "false", "compile_mode": "reduce-overhead"}
+    )
+    assert not eager.compile
+    with pytest.raises(RecipeError, match="compile_mode='fast': choose from default, reduce-overhead"):
+        recipes.apply_overrides(recipes.OPTIMIZED, {"compile_mode": "fast"})
+
+
 def test_overrides_are_typed_and_checked() -> None:
     config = recipes.apply_overrides(
         recipes.BASELINE,

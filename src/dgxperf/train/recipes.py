@@ -34,6 +34,10 @@ PADDINGS = ("max", "dynamic")
 SCHEDULES = ("linear", "cosine", "constant")
 COMM_HOOKS = ("none", "fp16", "bf16", "powersgd")
 TASKS = ("chnsenticorp", "files", "synthetic")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+# torch.compile modes that replay CUDA graphs (CUDAGraph Trees): a function's first call per shape runs
+# eagerly as a warm-up, the second records the graph and the third is the first replay.
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 
 class RecipeError(Exception):
@@ -141,6 +145,8 @@ class TrainConfig:
         choose("task", self.task, TASKS)
         choose("tokenizer", self.tokenizer, ("char", "wordpiece"))
         choose("compile_scope", self.compile_scope, ("blocks", "model"))
+        if self.compile_mode is not None:
+            choose("compile_mode", self.compile_mode, COMPILE_MODES)
         choose("lr_scaling", self.lr_scaling, ("linear", "sqrt"))
         choose("truncation", self.truncation, ("head", "head_tail"))
         choose("pooling", self.pooling, ("cls", "mean"))
@@ -182,6 +188,18 @@ class TrainConfig:
             )
         if self.fsdp and self.comm_hook != "none":
             raise RecipeError("comm_hook applies to DDP; FSDP reduces gradients itself (set fsdp=false)")
+        if self.compile and self.compile_mode in CUDA_GRAPH_MODES and self.compile_scope == "blocks":
+            # Measured on the H200 with torch 2.11 (2026-12-04-h200-encoder-j): every block calls the one
+            # compiled graph in turn, and CUDAGraph Trees overwrite a block's output while the next block
+            # still needs it. The run died on its first steps; PyTorch issue #152887.
+            raise RecipeError(
+                f"compile_mode={self.compile_mode} replays CUDA graphs, which fail with compile_scope=blocks: "
+                "each Transformer block calls the same compiled graph in turn, and the graph overwrites one "
+                "block's output while the next still needs it (H200, torch 2.11: 'accessing tensor output "
+                "of CUDAGraphs that has been overwritten'; PyTorch issue #152887). Set compile_scope=model "
+                "(one graph for the whole model: minutes of compiling) or "
+                "compile_mode=max-autotune-no-cudagraphs"
+            )
         if self.task == "files" and not self.train_file:
             raise RecipeError("task=files needs train_file (and optionally dev_file, test_file)")
         if not 0 <= self.dropout < 1 or not 0 <= self.attn_dropout < 1:

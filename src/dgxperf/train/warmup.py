@@ -25,7 +25,7 @@ import numpy as np
 
 from dgxperf.train import checkpoint, parallel
 from dgxperf.train.data import padded_length
-from dgxperf.train.recipes import TrainConfig
+from dgxperf.train.recipes import CUDA_GRAPH_MODES, TrainConfig
 from dgxperf.train.tokenizer import CLS_ID
 
 Shape = tuple[int, int, bool]  # batch size, padded length, full (no padding: no attention mask)
@@ -51,11 +51,6 @@ def union_across_ranks(shapes: list[Shape], context: Any) -> list[Shape]:
     gathered: list[Any] = [None] * context.world_size
     dist.all_gather_object(gathered, shapes)
     return sorted({tuple(shape) for rank_shapes in gathered for shape in rank_shapes})  # type: ignore[misc]
-
-
-# torch.compile modes that replay CUDA graphs (CUDAGraph Trees): a function's first call per shape runs
-# eagerly as a warm-up, the second records the graph and the third is the first replay.
-CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 
 
 def passes_per_shape(config: TrainConfig) -> int:

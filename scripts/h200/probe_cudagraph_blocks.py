@@ -1,0 +1,146 @@
+"""Probe for issue 4: can per-block torch.compile replay CUDA graphs (compile_mode=reduce-overhead)?
+
+On the H200 (torch 2.11, 2026-12-04-h200-encoder-j) `optimized` with compile_mode=reduce-overhead died on
+its first steps: "accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run".
+Every block calls the same compiled graph in turn (PyTorch issue #152887), so the recipe now refuses that
+combination. This probe measures, on preset large at batch 128 x 128 with a padding mask (optimized's
+training step: bf16 autocast, fused AdamW, clip 1.0), each variant in its own process (CUDAGraph Trees
+keep process-wide state, and one failure must not poison the next):
+
+- ``blocks``: per-block compile, default mode: the recipe as it runs today (the reference);
+- ``blocks-graphs``: per-block compile, reduce-overhead: expected to fail as on 2026-12-04;
+- ``blocks-graphs-clone``: the same, each block's output cloned outside the graph, the workaround that
+  PyTorch's error message names.
+
+    PYTHONPATH=src python3 scripts/h200/probe_cudagraph_blocks.py > probe.jsonl    (one JSON line per variant)
+
+``--device cpu --variants blocks --preset tiny`` is the CPU dry run of the harness (no CUDA graphs there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+import torch
+
+VARIANTS = ("blocks", "blocks-graphs", "blocks-graphs-clone")
+
+
+class CloneOut(torch.nn.Module):  # type: ignore[misc]
+    """A compiled block whose output is copied out of the CUDA graph's memory pool before the next block
+    (the same graph) runs again."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: Any, mask: Any) -> Any:
+        return self.inner(x, mask).clone()
+
+
+def measure(
+    variant: str, device: str, preset_name: str, batch: int, steps: int, repeats: int
+) -> dict[str, Any]:
+    import torch.nn.functional as F
+
+    from dgxperf.train.model import Encoder, preset
+
+    torch.manual_seed(0)
+    cfg = preset(preset_name, vocab_size=3635, num_labels=2, max_len=128)
+    model = Encoder(cfg).to(device)
+    mode = "reduce-overhead" if variant.startswith("blocks-graphs") else None
+    for i, block in enumerate(model.blocks):
+        block.compile(mode=mode, dynamic=False)
+        if variant == "blocks-graphs-clone":
+            model.blocks[i] = CloneOut(block)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device == "cuda")
+    ids = torch.randint(4, cfg.vocab_size, (batch, 128), device=device)
+    mask = torch.ones(batch, 128, dtype=torch.bool, device=device)
+    mask[:, -8:] = False  # a padded batch, as most of optimized's bucketed batches are
+    labels = torch.randint(0, 2, (batch,), device=device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    losses: list[float] = []
+
+    def step() -> None:
+        with torch.autocast(device, dtype=torch.bfloat16):
+            loss = F.cross_entropy(model(ids, mask).float(), labels)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.detach())
+
+    began = time.perf_counter()
+    for _ in range(6):  # compile, CUDA graph warm-up, recording, first replays
+        step()
+    sync()
+    warmup_s = time.perf_counter() - began
+    rates = []
+    for _ in range(repeats):
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step()
+        sync()
+        rates.append(batch * steps / (time.perf_counter() - t0))
+    return {
+        "variant": variant,
+        "ok": True,
+        "preset": preset_name,
+        "batch": batch,
+        "warmup_s": round(warmup_s, 2),
+        "samples_per_s": [round(r, 1) for r in rates],
+        "samples_per_s_median": round(statistics.median(rates), 1),
+        "first_losses": [round(float(v), 5) for v in losses[:3]],
+        "torch": torch.__version__,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    parser.add_argument("--preset", default="large")
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--timeout", type=int, default=240, help="seconds per variant")
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # the child: measure one variant
+    args = parser.parse_args()
+    if args.one:
+        try:
+            out = measure(args.one, args.device, args.preset, args.batch, args.steps, args.repeats)
+        except Exception as exc:  # the probe's answer: which variant fails, and with what
+            out = {"variant": args.one, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:600]}
+        print(json.dumps(out), flush=True)
+        return 0
+    for variant in args.variants.split(","):
+        if variant not in VARIANTS:
+            print(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}", file=sys.stderr)
+            return 2
+    for variant in args.variants.split(","):
+        cmd = [sys.executable, __file__, "--one", variant, "--device", args.device, "--preset", args.preset,
+               "--batch", str(args.batch), "--steps", str(args.steps), "--repeats", str(args.repeats)]  # fmt: skip
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, check=False)
+            lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+            failed = {
+                "variant": variant,
+                "ok": False,
+                "error": f"exit {done.returncode}: {done.stderr[-400:]}",
+            }
+            result = json.loads(lines[-1]) if lines else failed
+        except subprocess.TimeoutExpired:
+            result = {"variant": variant, "ok": False, "error": f"still running after {args.timeout} s"}
+        print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
