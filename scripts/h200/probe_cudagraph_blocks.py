@@ -3,7 +3,7 @@
 On the H200 (torch 2.11, 2026-12-04-h200-encoder-j) `optimized` with compile_mode=reduce-overhead died on
 its first steps: "accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run".
 Every block calls the same compiled graph in turn (PyTorch issue #152887), so the recipe now refuses that
-combination. This probe measures, on preset large at batch 128 x 128 with a padding mask (optimized's
+combination. This probe measures, on preset large at batch 128 x 64 with a padding mask (optimized's
 training step: bf16 autocast, fused AdamW, clip 1.0), each variant in its own process (CUDAGraph Trees
 keep process-wide state, and one failure must not poison the next):
 
@@ -11,6 +11,11 @@ keep process-wide state, and one failure must not poison the next):
 - ``blocks-graphs``: per-block compile, reduce-overhead: expected to fail as on 2026-12-04;
 - ``blocks-graphs-clone``: the same, each block's output cloned outside the graph, the workaround that
   PyTorch's error message names.
+
+First run (H200, 2026-12-04, 128 x 128 rows, ``2026-12-04-h200-encoder-j/probe-cudagraph.jsonl``): the clone
+variant ran, at 1,655 samples/s against 1,683 for ``blocks``. No speed-up, and the run did not record whether
+graphs replayed at all; it now records CUDA Graph Trees' warnings and dynamo's skip count, and defaults to rows of
+64 tokens, the length of the real bucketed batches, where launches weigh most.
 
     PYTHONPATH=src python3 scripts/h200/probe_cudagraph_blocks.py > probe.jsonl    (one JSON line per variant)
 
@@ -45,9 +50,12 @@ class CloneOut(torch.nn.Module):  # type: ignore[misc]
 
 
 def measure(
-    variant: str, device: str, preset_name: str, batch: int, steps: int, repeats: int
+    variant: str, device: str, preset_name: str, batch: int, length: int, steps: int, repeats: int
 ) -> dict[str, Any]:
+    import warnings
+
     import torch.nn.functional as F
+    from torch._dynamo.utils import counters
 
     from dgxperf.train.model import Encoder, preset
 
@@ -60,8 +68,8 @@ def measure(
         if variant == "blocks-graphs-clone":
             model.blocks[i] = CloneOut(block)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device == "cuda")
-    ids = torch.randint(4, cfg.vocab_size, (batch, 128), device=device)
-    mask = torch.ones(batch, 128, dtype=torch.bool, device=device)
+    ids = torch.randint(4, cfg.vocab_size, (batch, length), device=device)
+    mask = torch.ones(batch, length, dtype=torch.bool, device=device)
     mask[:, -8:] = False  # a padded batch, as most of optimized's bucketed batches are
     labels = torch.randint(0, 2, (batch,), device=device)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
@@ -76,28 +84,37 @@ def measure(
         opt.zero_grad(set_to_none=True)
         losses.append(loss.detach())
 
-    began = time.perf_counter()
-    for _ in range(6):  # compile, CUDA graph warm-up, recording, first replays
-        step()
-    sync()
-    warmup_s = time.perf_counter() - began
-    rates = []
-    for _ in range(repeats):
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(steps):
+    # CUDA Graph Trees fall back to running without graphs (and say so only in a warning) when a graph
+    # is called again before the backward of its last call: record the warnings and dynamo's skip counts
+    # so that "no speed-up" can be told apart from "no graphs".
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        began = time.perf_counter()
+        for _ in range(6):  # compile, CUDA graph warm-up, recording, first replays
             step()
         sync()
-        rates.append(batch * steps / (time.perf_counter() - t0))
+        warmup_s = time.perf_counter() - began
+        rates = []
+        for _ in range(repeats):
+            sync()
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                step()
+            sync()
+            rates.append(batch * steps / (time.perf_counter() - t0))
+    graph_warnings = sorted({str(w.message)[:160] for w in caught if "CUDAGraph" in str(w.message)})
     return {
         "variant": variant,
         "ok": True,
         "preset": preset_name,
         "batch": batch,
+        "length": length,
         "warmup_s": round(warmup_s, 2),
         "samples_per_s": [round(r, 1) for r in rates],
         "samples_per_s_median": round(statistics.median(rates), 1),
         "first_losses": [round(float(v), 5) for v in losses[:3]],
+        "cudagraph_warnings": graph_warnings,
+        "cudagraph_skips": counters["inductor"]["cudagraph_skips"],
         "torch": torch.__version__,
     }
 
@@ -108,6 +125,7 @@ def main() -> int:
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--preset", default="large")
     parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--length", type=int, default=64, help="tokens a row (real bucketed batches: ~61)")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--timeout", type=int, default=240, help="seconds per variant")
@@ -115,7 +133,9 @@ def main() -> int:
     args = parser.parse_args()
     if args.one:
         try:
-            out = measure(args.one, args.device, args.preset, args.batch, args.steps, args.repeats)
+            out = measure(
+                args.one, args.device, args.preset, args.batch, args.length, args.steps, args.repeats
+            )
         except Exception as exc:  # the probe's answer: which variant fails, and with what
             out = {"variant": args.one, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:600]}
         print(json.dumps(out), flush=True)
@@ -125,8 +145,14 @@ def main() -> int:
             print(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}", file=sys.stderr)
             return 2
     for variant in args.variants.split(","):
-        cmd = [sys.executable, __file__, "--one", variant, "--device", args.device, "--preset", args.preset,
-               "--batch", str(args.batch), "--steps", str(args.steps), "--repeats", str(args.repeats)]  # fmt: skip
+        sizes = {
+            "--batch": args.batch,
+            "--length": args.length,
+            "--steps": args.steps,
+            "--repeats": args.repeats,
+        }
+        cmd = [sys.executable, __file__, "--one", variant, "--device", args.device, "--preset", args.preset]
+        cmd += [str(part) for pair in sizes.items() for part in pair]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, check=False)
             lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
