@@ -444,7 +444,33 @@ def render_train(console: Console, result: dict[str, Any]) -> None:
         f"test: accuracy {test['accuracy']:.4f}{interval}, macro-F1 {test['macro_f1']:.4f} "
         f"({test['samples']} samples)"
     )
+    profile = result.get("profile")
+    if profile:
+        console.print(profile_line(profile), highlight=False)
     console.print(f"run folder: {result['out_dir']}", style="dim")
+
+
+def profile_line(profile: dict[str, Any]) -> str:
+    """One line on where the profiled steps' time went (train/trace.py), or why there is no profile."""
+    if profile.get("error"):
+        return f"profile: {profile['error']}"
+    steps, asked = profile["steps"], profile.get("requested_steps", profile["steps"])
+    counted = f"{steps} step{'s' if steps != 1 else ''}" + (
+        f" of the {asked} asked (the run ended first)" if steps < asked else ""
+    )
+    parts = [f"{counted}, {profile['step_ms']:.1f} ms a step"]
+    if profile.get("gpu_busy_share") is not None:
+        parts.append(f"GPU busy {100 * profile['gpu_busy_share']:.0f}% of it")
+    if profile.get("launches_per_step") is not None:
+        parts.append(f"{profile['launches_per_step']:,.0f} kernel launches a step")
+    if profile.get("median_kernel_us") is not None:
+        parts.append(f"median kernel {profile['median_kernel_us']:.0f} µs")
+    if profile.get("sync_ms_per_step"):
+        parts.append(f"{profile['sync_ms_per_step']:.1f} ms a step waiting in cuda*Synchronize")
+    ops = profile.get("top_cpu_ops") or []
+    if ops:
+        parts.append(f"busiest host op {ops[0]['name']} ({ops[0]['self_ms_per_step']:.1f} ms a step)")
+    return f"profile: {'; '.join(parts)}. Trace: {profile['trace']} (open it in ui.perfetto.dev)"
 
 
 SEVERITY_STYLE = {"critical": "bold red", "warn": "yellow", "info": "cyan"}

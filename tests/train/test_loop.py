@@ -183,6 +183,19 @@ def test_resume_after_kill_matches_an_uninterrupted_run(tmp_path: Path) -> None:
     assert "difference +0.00 points" in words and "McNemar p = 1" in words
 
 
+def test_resume_with_other_flags_names_the_fields_that_differ(tmp_path: Path) -> None:
+    cfg = config("optimized", compile="false", num_workers="0", max_steps="2")
+    run(cfg, tmp_path / "run")
+    with pytest.raises(
+        TrainError, match=r"written with another recipe \(lr, seed differ\); use the same flags"
+    ):
+        run(recipes.apply_overrides(cfg, {"lr": "1e-3", "seed": "7"}), tmp_path / "run", resume=True)
+    # profiling changes nothing the run computes: that checkpoint resumes with it on
+    resumed = run(recipes.apply_overrides(cfg, {"profile_steps": "1", "max_steps": "2"}), tmp_path / "run",
+                  resume=True)  # fmt: skip
+    assert resumed["steps"] == 2
+
+
 def test_bad_user_data_is_a_usage_error_with_file_and_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"sentence": "好", "label": "1"}\n{"sentence": "坏", "label": \n')

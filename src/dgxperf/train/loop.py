@@ -24,6 +24,7 @@ from dgxperf.train.flops import flops_for_batch
 from dgxperf.train.metrics import ThroughputMeter, scores, wilson_interval
 from dgxperf.train.paired import PREDICTIONS_FILE, write_predictions
 from dgxperf.train.recipes import RecipeError, TrainConfig
+from dgxperf.train.trace import StepProfiler
 from dgxperf.train.warmup import passes_per_shape, run_shapes, union_across_ranks, warm_shapes
 
 TRAIN_SCHEMA = "dgxperf.train/1"
@@ -185,6 +186,24 @@ def layer_depth(name: str, layers: int) -> int:
     if any(part.endswith("emb") or part == "emb_ln" for part in parts):
         return 0
     return layers + 1
+
+
+# Fields that do not change what a run computes: a resumed run may set them differently.
+RESUME_FREE_FIELDS = ("profile_steps", "profile_after")
+
+
+def config_differences(saved: Any, config: TrainConfig) -> list[str]:
+    """The recipe fields in which a checkpoint's config differs from this run's. A field the checkpoint
+    lacks (it was written before the field existed) counts as its default, the value that run used."""
+    if not isinstance(saved, dict):
+        return ["config"]
+    defaults = dataclasses.asdict(TrainConfig())
+    current = dataclasses.asdict(config)
+    return [
+        name
+        for name, value in current.items()
+        if name not in RESUME_FREE_FIELDS and saved.get(name, defaults[name]) != value
+    ]
 
 
 def make_optimizer(model: Any, config: TrainConfig, lr: float, context: parallel.RunContext) -> Any:
@@ -420,8 +439,12 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
         if latest is None:
             raise TrainError(f"--resume: no checkpoint in {ckpt_dir}")
         state, rng = checkpoint.load(latest, rank=context.rank)
-        if state.get("config") != dataclasses.asdict(config):
-            raise TrainError(f"--resume: {latest} was written with another recipe; use the same flags")
+        differ = config_differences(state.get("config"), config)
+        if differ:
+            raise TrainError(
+                f"--resume: {latest} was written with another recipe ({', '.join(differ)} differ); "
+                "use the same flags"
+            )
         parallel.load_full_state(core, optimizer, state["model"], state["optimizer"], sharded=sharded)
         schedule.load_state_dict(state["schedule"])
         if scaler is not None and state.get("scaler"):
@@ -471,6 +494,11 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
         )
 
     windows: list[dict[str, Any]] = []  # every timed log window of this process, for the steady state
+    profiler = (
+        StepProfiler(options.out_dir / "profile", config.profile_steps, config.profile_after, context.cuda)
+        if config.profile_steps and context.is_main
+        else None
+    )
     while epoch < config.epochs and step < total_steps:
         sampler.set_epoch(epoch)
         meter = ThroughputMeter(
@@ -541,6 +569,8 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
             step += 1
             consumed = micro_in_epoch
             meter.step()
+            if profiler is not None:
+                profiler.step()
             every = config.checkpoint_every
             checkpoint_due = bool(options.checkpoints and every and step % every == 0)
             # A checkpoint is written only right after the finiteness check of a log point: never a NaN model.
@@ -626,6 +656,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
         if options.checkpoints:
             save_checkpoint()
 
+    profile = profiler.finish() if profiler is not None else None
     test = evaluate(
         model, task.test, config, context, model_config.num_labels, sharded=sharded, keep_predictions=True
     )
@@ -671,6 +702,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
         "lr": lr,
         "steps": step,
         "shape_warmup": warmed,
+        "profile": profile,
         "epochs": history,
         "test": test,
         "summary": {

@@ -121,6 +121,9 @@ class TrainConfig:
     checkpoint_every: int | None = None
     log_every: int = 20
     eval_batch_size: int = 256
+    # -- profiling (train/trace.py): torch.profiler over profile_steps optimizer steps after profile_after
+    profile_steps: int = 0
+    profile_after: int = 20
 
     def effective_lr(self, global_batch: int) -> float:
         """``lr`` scaled to the global batch when ``lr_reference_batch`` is set: linearly (Goyal et al., 2017,
@@ -162,6 +165,10 @@ class TrainConfig:
         for field in positive:
             if getattr(self, field) <= 0:
                 raise RecipeError(f"{field} must be positive, not {getattr(self, field)}")
+        if self.profile_steps < 0 or self.profile_after < 0:
+            raise RecipeError(
+                "profile_steps and profile_after must be 0 or more (profile_steps=0: no profiling)"
+            )
         if self.max_len < 4:
             raise RecipeError("max_len must be at least 4 ([CLS], [SEP] and some text)")
         if not 0 < self.lr < 1:

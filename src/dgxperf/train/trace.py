@@ -1,0 +1,199 @@
+"""Where a training step's time goes: torch.profiler over a few optimizer steps, read back from its trace.
+
+``--set profile_steps=N`` profiles N optimizer steps after ``profile_after`` others (compilation and
+warm-up come first), writes the Chrome/Perfetto trace to ``profile/trace.json.gz`` in the run folder,
+and puts :func:`summarize_trace`'s answer in ``result.json``. The summary reads only the trace, as Holistic
+Trace Analysis does, so it works on any PyTorch profiler trace (``dgxperf.train.trace.load_trace``):
+
+- ``step_ms``: wall time between two ``ProfilerStep#`` marks (median, min, max);
+- ``gpu_busy_share``: the share of those steps' wall time in which some kernel, copy or memset ran (the
+  union over streams, so overlapping kernels count once). Under 1 the GPU waited for the host;
+- ``launches_per_step``: kernel launch calls (``cudaLaunchKernel``, ``cuLaunchKernel``, graph launches);
+  ``median_kernel_us``: how long a kernel runs. Many short kernels and a GPU that waits: launch bound;
+- ``sync_ms_per_step``: host time in ``cuda*Synchronize`` calls: a step that waits on the GPU on purpose;
+- ``top_cpu_ops`` and ``top_kernels``: self time per step of the host's operators, time per step of the
+  GPU's kernels.
+
+The profiled steps run slower than unprofiled ones (the profiler records every call): compare throughput
+from a run without it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+TRACE_FILE = "trace.json.gz"
+GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+API_CATEGORIES = ("cuda_runtime", "cuda_driver")
+STEP_PREFIX = "ProfilerStep#"
+TOP = 8
+
+
+class TraceError(Exception):
+    """A trace file that cannot be read or holds no profiled step."""
+
+
+def load_trace(path: Path) -> dict[str, Any]:
+    """A Chrome trace as torch.profiler exports it (``.json`` or ``.json.gz``)."""
+    try:
+        raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        trace = json.loads(raw)
+    except (OSError, ValueError, EOFError) as exc:
+        raise TraceError(f"{path}: not a readable trace ({exc})") from None
+    if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
+        raise TraceError(f"{path}: no traceEvents list (not a PyTorch profiler trace)")
+    return trace
+
+
+def _complete_events(trace: dict[str, Any]) -> list[dict[str, Any]]:
+    events = []
+    for event in trace["traceEvents"]:
+        if isinstance(event, dict) and event.get("ph") == "X" and "ts" in event and "dur" in event:
+            events.append(event)
+    return events
+
+
+def _busy_us(intervals: list[tuple[float, float]], start: float, end: float) -> float:
+    """Length of the union of ``intervals`` clipped to [start, end]."""
+    clipped = sorted((max(s, start), min(e, end)) for s, e in intervals if e > start and s < end)
+    busy, reach = 0.0, start
+    for s, e in clipped:
+        if e > reach:
+            busy += e - max(s, reach)
+            reach = e
+    return busy
+
+
+def _is_launch(name: str) -> bool:
+    return "LaunchKernel" in name or "GraphLaunch" in name or name.startswith("cuLaunch")
+
+
+def _self_times(ops: list[dict[str, Any]]) -> dict[str, float]:
+    """Self time (µs) per operator name: each op's duration less that of the ops nested in it, per thread."""
+    per_thread: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
+    for op in ops:
+        per_thread[(op.get("pid"), op.get("tid"))].append(op)
+    totals: dict[str, float] = defaultdict(float)
+    for thread_ops in per_thread.values():
+        thread_ops.sort(key=lambda op: (float(op["ts"]), -float(op["dur"])))
+        stack: list[list[Any]] = []  # [end, name, self time so far]
+        for op in thread_ops:
+            start, dur = float(op["ts"]), float(op["dur"])
+            while stack and stack[-1][0] <= start:
+                _, name, own = stack.pop()
+                totals[name] += own
+            if stack:
+                stack[-1][2] -= dur  # the parent did not spend this time itself
+            stack.append([start + dur, str(op["name"]), dur])
+        for _, name, own in stack:
+            totals[name] += own
+    return totals
+
+
+def summarize_trace(trace: dict[str, Any], drop_last: bool = False) -> dict[str, Any]:
+    """The summary described in the module docstring; raises TraceError when the trace has no step mark.
+    ``drop_last``: the last mark is not a whole step (profiling stopped inside it, after training)."""
+    events = _complete_events(trace)
+    steps = sorted(
+        (float(e["ts"]), float(e["ts"]) + float(e["dur"]))
+        for e in events
+        if str(e.get("name", "")).startswith(STEP_PREFIX)
+    )
+    if drop_last:
+        steps = steps[:-1]
+    if not steps:
+        raise TraceError("the trace has no ProfilerStep# marks: profile with a schedule and call step()")
+    start, end = steps[0][0], steps[-1][1]
+
+    def inside(event: dict[str, Any]) -> bool:
+        return start <= float(event["ts"]) < end
+
+    gpu = [e for e in events if e.get("cat") in GPU_CATEGORIES]
+    gpu_intervals = [(float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in gpu]
+    api = [e for e in events if e.get("cat") in API_CATEGORIES and inside(e)]
+    kernels = [e for e in gpu if e.get("cat") == "kernel" and inside(e)]
+    ops = [e for e in events if e.get("cat") == "cpu_op" and inside(e)]
+    count = len(steps)
+    wall = [(e - s) / 1e3 for s, e in steps]
+
+    launches = []
+    for s, e in steps:
+        launches.append(sum(1 for a in api if s <= float(a["ts"]) < e and _is_launch(str(a["name"]))))
+    kernel_time: dict[str, float] = defaultdict(float)
+    for k in kernels:
+        kernel_time[str(k["name"])] += float(k["dur"])
+    sync_us = sum(float(a["dur"]) for a in api if "Synchronize" in str(a["name"]))
+    self_times = _self_times(ops)
+    return {
+        "steps": count,
+        "step_ms": round(statistics.median(wall), 3),
+        "step_ms_min": round(min(wall), 3),
+        "step_ms_max": round(max(wall), 3),
+        "gpu_busy_share": round(_busy_us(gpu_intervals, start, end) / (end - start), 4) if gpu else None,
+        "launches_per_step": statistics.median(launches) if api else None,
+        "median_kernel_us": round(statistics.median(float(k["dur"]) for k in kernels), 2)
+        if kernels
+        else None,
+        "sync_ms_per_step": round(sync_us / 1e3 / count, 3) if api else None,
+        "top_cpu_ops": [
+            {"name": name[:120], "self_ms_per_step": round(us / 1e3 / count, 3)}
+            for name, us in sorted(self_times.items(), key=lambda item: -item[1])[:TOP]
+        ],
+        "top_kernels": [
+            {"name": name[:120], "ms_per_step": round(us / 1e3 / count, 3)}
+            for name, us in sorted(kernel_time.items(), key=lambda item: -item[1])[:TOP]
+        ],
+    }
+
+
+class StepProfiler:
+    """torch.profiler over optimizer steps ``after + 1 .. after + steps`` (one unrecorded warm-up step in
+    between, as torch's schedule wants); call :meth:`step` after every optimizer step and :meth:`finish`
+    once training ends. Only the process that writes the result profiles."""
+
+    def __init__(self, out_dir: Path, steps: int, after: int, cuda: bool) -> None:
+        import torch.profiler as tp
+
+        self.out_dir = out_dir
+        self.path = out_dir / TRACE_FILE
+        self.summary: dict[str, Any] | None = None
+        self._stopped_early = False
+        activities = [tp.ProfilerActivity.CPU] + ([tp.ProfilerActivity.CUDA] if cuda else [])
+        self._profiler = tp.profile(
+            activities=activities,
+            schedule=tp.schedule(wait=after, warmup=1, active=steps, repeat=1),
+            on_trace_ready=self._ready,
+        )
+        self._profiler.start()
+        self._steps = steps
+        self._after = after
+
+    def _ready(self, profiler: Any) -> None:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        profiler.export_chrome_trace(str(self.path))
+        try:
+            # stopped by finish(): the last mark runs from the last optimizer step to the stop, not a step
+            self.summary = summarize_trace(load_trace(self.path), drop_last=self._stopped_early)
+        except TraceError as exc:
+            self.summary = {"error": str(exc)}
+
+    def step(self) -> None:
+        self._profiler.step()
+
+    def finish(self) -> dict[str, Any]:
+        """The summary, with the trace's path; or why there is none (the run ended first)."""
+        self._stopped_early = True  # had the profiled steps all run, the trace would be written already
+        self._profiler.stop()
+        if self.summary is None:
+            return {
+                "error": f"the run ended before step {self._after + 2}, where the {self._steps} profiled "
+                "steps begin: lower profile_after",
+                "requested_steps": self._steps,
+                "trace": None,
+            }
+        return {**self.summary, "requested_steps": self._steps, "trace": str(self.path)}

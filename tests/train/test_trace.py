@@ -1,0 +1,165 @@
+"""train/trace.py: the profile of a few optimizer steps, from a real CPU training run's torch.profiler trace,
+and the summary's arithmetic on small hand-written traces (the GPU parts a CPU cannot produce)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from dgxperf.render import profile_line
+from dgxperf.train import recipes
+from dgxperf.train.loop import RunOptions, config_differences, train
+from dgxperf.train.trace import TraceError, load_trace, summarize_trace
+
+QUICK = {"preset": "tiny", "train_samples": "256", "batch_size": "32", "lr": "2e-3", "log_every": "4",
+         "compile": "false", "num_workers": "0", "epochs": "1"}  # fmt: skip
+
+
+SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "src/dgxperf/schemas/train.v1.json").read_text())
+
+
+def schema_errors(document: Any) -> list[str]:
+    return [error.message for error in jsonschema.Draft202012Validator(SCHEMA).iter_errors(document)]
+
+
+def event(name: str, cat: str, ts: float, dur: float, tid: int = 1) -> dict[str, Any]:
+    return {"ph": "X", "name": name, "cat": cat, "ts": ts, "dur": dur, "pid": 1, "tid": tid}
+
+
+def steps_trace(*extra: dict[str, Any]) -> dict[str, Any]:
+    """Two 1 ms steps (0-1000 µs, 1000-2000 µs)."""
+    marks = [
+        event("ProfilerStep#3", "user_annotation", 0, 1000),
+        event("ProfilerStep#4", "user_annotation", 1000, 1000),
+    ]
+    return {"traceEvents": [*marks, *extra]}
+
+
+def test_a_real_cpu_run_profiles_the_asked_steps(tmp_path: Path) -> None:
+    cfg = recipes.build_config("optimized", overrides={**QUICK, "profile_steps": "3", "profile_after": "1"})
+    out = tmp_path / "run"
+    result = train(
+        cfg, RunOptions(out_dir=out, cache_dir=tmp_path / "cache", device="cpu", checkpoints=False)
+    )
+    assert result is not None
+    profile = result["profile"]
+    assert profile["steps"] == 3 and profile["trace"] == str(out / "profile" / "trace.json.gz")
+    assert profile["step_ms_min"] <= profile["step_ms"] <= profile["step_ms_max"]
+    # no GPU in the trace: no busy share, launches or kernels, and nothing invented for them
+    assert profile["gpu_busy_share"] is None and profile["launches_per_step"] is None
+    assert profile["top_kernels"] == [] and profile["median_kernel_us"] is None
+    names = [op["name"] for op in profile["top_cpu_ops"]]
+    assert any(name.startswith("aten::") for name in names)  # the model's operators, by self time
+    assert all(op["self_ms_per_step"] >= 0 for op in profile["top_cpu_ops"])
+    assert (
+        summarize_trace(load_trace(out / "profile" / "trace.json.gz"))
+        | {"trace": profile["trace"], "requested_steps": 3}
+        == profile
+    )
+    assert schema_errors(json.loads((out / "result.json").read_text())) == []
+    assert profile_line(profile).startswith("profile: 3 steps, ")
+
+
+def test_a_run_that_ends_before_its_profiled_steps_says_so(tmp_path: Path) -> None:
+    cfg = recipes.build_config("optimized", overrides={**QUICK, "profile_steps": "3", "profile_after": "500"})
+    result = train(cfg, RunOptions(out_dir=tmp_path / "run", cache_dir=tmp_path / "cache", device="cpu",
+                                   checkpoints=False))  # fmt: skip
+    assert result is not None
+    assert result["profile"]["trace"] is None and "lower profile_after" in result["profile"]["error"]
+    assert profile_line(result["profile"]).startswith("profile: the run ended before step 502")
+    assert schema_errors(result) == []
+
+
+def test_a_run_that_ends_inside_its_profiled_steps_keeps_what_it_has(tmp_path: Path) -> None:
+    cfg = recipes.build_config("optimized", overrides={**QUICK, "profile_steps": "20", "profile_after": "1"})
+    result = train(cfg, RunOptions(out_dir=tmp_path / "run", cache_dir=tmp_path / "cache", device="cpu",
+                                   checkpoints=False))  # fmt: skip
+    assert result is not None
+    profile = result["profile"]
+    assert profile["steps"] == result["steps"] - 2 and profile["requested_steps"] == 20  # 8 steps: 1 + 1 + 6
+    assert "6 steps of the 20 asked (the run ended first)" in profile_line(profile)
+    assert schema_errors(result) == []
+
+
+def test_no_profile_unless_asked(tmp_path: Path) -> None:
+    cfg = recipes.build_config("optimized", overrides={**QUICK, "max_steps": "2"})
+    result = train(cfg, RunOptions(out_dir=tmp_path / "run", cache_dir=tmp_path / "cache", device="cpu",
+                                   checkpoints=False))  # fmt: skip
+    assert result is not None and result["profile"] is None
+    assert not (tmp_path / "run" / "profile").exists()
+
+
+def test_busy_share_is_the_union_of_gpu_intervals_within_the_steps() -> None:
+    trace = steps_trace(
+        event("gemm", "kernel", 100, 400, tid=7),  # 100-500
+        event("softmax", "kernel", 300, 400, tid=8),  # 300-700 on another stream: overlaps, counts once
+        event("Memcpy HtoD", "gpu_memcpy", 1500, 100, tid=7),  # 1500-1600
+        event("late", "kernel", 1900, 500, tid=7),  # 1900-2400: only its first 100 µs are inside
+    )
+    summary = summarize_trace(trace)
+    assert summary["steps"] == 2 and summary["step_ms"] == 1.0
+    assert summary["gpu_busy_share"] == pytest.approx((600 + 100 + 100) / 2000)
+    assert summary["median_kernel_us"] == 400  # kernels starting inside: 400, 400, 500
+    assert summary["top_kernels"][0] == {"name": "late", "ms_per_step": 0.25}
+
+
+def test_launches_and_syncs_are_counted_per_step() -> None:
+    trace = steps_trace(
+        event("cudaLaunchKernel", "cuda_runtime", 10, 5),
+        event("cudaLaunchKernel", "cuda_runtime", 20, 5),
+        event("cuLaunchKernelEx", "cuda_driver", 30, 5),
+        event("cudaStreamSynchronize", "cuda_runtime", 40, 300),
+        event("cudaGraphLaunch", "cuda_runtime", 1010, 5),
+        event("cudaMemcpyAsync", "cuda_runtime", 1020, 5),  # a copy, not a launch
+    )
+    summary = summarize_trace(trace)
+    assert summary["launches_per_step"] == 2  # median of 3 and 1
+    assert summary["sync_ms_per_step"] == 0.15  # 300 µs over 2 steps
+    assert summary["gpu_busy_share"] is None  # no GPU events at all
+
+
+def test_self_time_takes_out_nested_ops_per_thread() -> None:
+    trace = steps_trace(
+        event("aten::linear", "cpu_op", 0, 100),
+        event("aten::addmm", "cpu_op", 10, 60),  # inside linear
+        event("aten::copy_", "cpu_op", 20, 10),  # inside addmm
+        event("aten::linear", "cpu_op", 50, 30, tid=2),  # another thread: not a child of the first
+    )
+    ops = {op["name"]: op["self_ms_per_step"] for op in summarize_trace(trace)["top_cpu_ops"]}
+    assert ops == {"aten::linear": pytest.approx((40 + 30) / 2e3), "aten::addmm": 0.025, "aten::copy_": 0.005}
+
+
+def test_unreadable_or_unprofiled_traces_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(TraceError, match="no ProfilerStep# marks"):
+        summarize_trace({"traceEvents": [event("aten::mm", "cpu_op", 0, 10)]})
+    broken = tmp_path / "trace.json.gz"
+    broken.write_bytes(b"not gzip")
+    with pytest.raises(TraceError, match="not a readable trace"):
+        load_trace(broken)
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"events": []}))
+    with pytest.raises(TraceError, match="no traceEvents list"):
+        load_trace(other)
+    good = tmp_path / "good.json.gz"
+    good.write_bytes(gzip.compress(json.dumps(steps_trace()).encode()))
+    assert load_trace(good)["traceEvents"][0]["name"] == "ProfilerStep#3"
+
+
+def test_profile_fields_are_checked_and_free_on_resume() -> None:
+    with pytest.raises(recipes.RecipeError, match="profile_steps and profile_after must be 0 or more"):
+        recipes.apply_overrides(recipes.OPTIMIZED, {"profile_steps": "-1"})
+    config = recipes.apply_overrides(recipes.OPTIMIZED, {"profile_steps": "5"})
+    saved = recipes.dataclasses.asdict(recipes.OPTIMIZED)
+    assert config_differences(saved, config) == []  # profiling does not change what the run computes
+    # a checkpoint from before a field existed resumes when this run keeps the field's default
+    del saved["lr_layer_decay"]
+    assert config_differences(saved, config) == []
+    assert config_differences(saved, recipes.apply_overrides(config, {"lr_layer_decay": "0.9"})) == [
+        "lr_layer_decay"
+    ]
+    assert config_differences(None, config) == ["config"]
