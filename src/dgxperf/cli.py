@@ -1126,6 +1126,15 @@ def _register_pretrain() -> None:
 _register_pretrain()
 
 
+def _register_trace() -> None:
+    from dgxperf.cli_trace import trace
+
+    app.command("trace")(trace)
+
+
+_register_trace()
+
+
 # -- runs ---------------------------------------------------------------------------------------------------
 
 

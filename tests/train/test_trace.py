@@ -163,3 +163,29 @@ def test_profile_fields_are_checked_and_free_on_resume() -> None:
         "lr_layer_decay"
     ]
     assert config_differences(None, config) == ["config"]
+
+
+def test_the_trace_command_summarises_any_profiler_trace(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from dgxperf.cli import app
+
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(steps_trace(event("gemm", "kernel", 100, 500, tid=7),
+                                           event("cudaLaunchKernel", "cuda_runtime", 50, 5),
+                                           event("aten::mm", "cpu_op", 40, 20))))  # fmt: skip
+    runner = CliRunner()
+    shown = runner.invoke(app, ["trace", str(path)])
+    assert shown.exit_code == 0, shown.output
+    assert "2 steps, 1.0 ms a step; GPU busy 25% of it" in " ".join(shown.output.split())
+    assert "busiest kernels" in shown.output and "gemm" in shown.output
+    as_json = runner.invoke(app, ["trace", str(path), "--json"])
+    assert as_json.exit_code == 0
+    assert json.loads(as_json.output) == summarize_trace(load_trace(path)) | {"trace": str(path)}
+    (tmp_path / "plain.json").write_text(json.dumps({"traceEvents": []}))
+    for bad, why in (
+        (tmp_path / "missing.json", "not a readable trace"),
+        (tmp_path / "plain.json", "no ProfilerStep"),
+    ):
+        refused = runner.invoke(app, ["trace", str(bad)])
+        assert refused.exit_code == 2 and why in " ".join(refused.output.split())
