@@ -169,6 +169,8 @@ class HostBoundProcess(Rule[HostBoundThresholds]):
                     "dgxperf train --set precision=bf16  # no GradScaler: no unscale kernels, no inf check sync",
                     "dgxperf train --set num_workers=8 --set pin_memory=true --set non_blocking=true  "
                     "# if batches are prepared or copied in the process",
+                    "dgxperf train --set profile_steps=10  # then `dgxperf trace`: launches a step, GPU busy "
+                    "share, the busiest host ops",
                     "py-spy top --pid <pid>  # where the Python threads spend the step",
                 ),
                 expected_effect=(
