@@ -258,8 +258,9 @@ def held_out_batches(
 
 def held_out_every(epochs: int) -> int:
     """Measure the held-out loss every this many epochs (and after the last): about 20 points a run. One
-    measurement of preset large is ~7 eager forward passes of 128 x 128 tokens (~10 TFLOP): by estimate,
-    not yet measured, ~0.2 s on an H200, so all 80 epochs would add ~16 s to a ~390 s pretraining."""
+    measurement of preset large is ~7 forward passes of 128 x 128 tokens (~10 TFLOP). On the H200
+    (2026-12-04-h200-encoder-j) the time outside the epochs grew by ~14 s over 80 epochs, the first
+    eval-mode pass's compile included, on a host slower than the run it was compared with."""
     return max(1, epochs // HELD_OUT_POINTS)
 
 
