@@ -461,6 +461,8 @@ def profile_line(profile: dict[str, Any]) -> str:
     parts = [f"{counted}, {profile['step_ms']:.1f} ms a step"]
     if profile.get("gpu_busy_share") is not None:
         parts.append(f"GPU busy {100 * profile['gpu_busy_share']:.0f}% of it")
+    if profile.get("gpu_lag_ms") is not None:
+        parts.append(f"GPU {profile['gpu_lag_ms']:.1f} ms behind the host")
     if profile.get("launches_per_step") is not None:
         parts.append(f"{profile['launches_per_step']:,.0f} kernel launches a step")
     if profile.get("median_kernel_us") is not None:

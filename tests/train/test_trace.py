@@ -123,6 +123,52 @@ def test_launches_and_syncs_are_counted_per_step() -> None:
     assert summary["gpu_busy_share"] is None  # no GPU events at all
 
 
+def test_the_gpu_timelines_step_marks_are_not_counted_twice() -> None:
+    # a CUDA trace repeats each ProfilerStep# on the GPU's timeline; here the GPU runs 300 µs behind
+    trace = steps_trace(
+        event("ProfilerStep#3", "gpu_user_annotation", 300, 1000, tid=7),
+        event("ProfilerStep#4", "gpu_user_annotation", 1300, 1000, tid=7),
+        event("gemm", "kernel", 300, 500, tid=7),  # the first GPU step's first half
+        event("gemm", "kernel", 1300, 1000, tid=7),  # all of the second
+        event("cudaStreamSynchronize", "cuda_runtime", 100, 200),
+    )
+    summary = summarize_trace(trace)
+    assert summary["steps"] == 2 and summary["step_ms"] == 1.0
+    assert summary["sync_ms_per_step"] == 0.1  # 200 µs over 2 steps, not 4
+    assert summary["gpu_lag_ms"] == 0.3
+    assert summary["gpu_busy_share_steps"] == [0.5, 1.0]
+    assert summary["gpu_busy_share"] == 0.75  # over the GPU's own step window
+
+
+PROFILES = Path(__file__).resolve().parents[1] / "data/train/profile"
+
+
+def h200_profile(name: str) -> dict[str, Any]:
+    """Profiled steps of real H200 runs (1 epoch from scratch, steps 21-30 profiled), cut down with
+    scripts/h200/trim_trace.py; docs/benchmarks/2026-12-04-h200-encoder-k/ has the whole runs."""
+    return summarize_trace(load_trace(PROFILES / f"h200-{name}.json.gz"))
+
+
+def test_real_h200_traces_tell_a_host_bound_step_from_a_gpu_bound_one() -> None:
+    b128, b256, guide = h200_profile("optimized-b128"), h200_profile("optimized-b256"), h200_profile("guide")
+    assert (b128["steps"], b256["steps"], guide["steps"]) == (2, 2, 1)  # host marks only
+    # optimized at batch 128: the GPU starts each step right after the host, then waits on launches
+    assert b128["gpu_lag_ms"] < 2 and b128["gpu_busy_share"] < 0.8
+    assert b128["median_kernel_us"] < 30 and b128["launches_per_step"] > 1000
+    assert b128["top_cpu_ops"][0]["name"].startswith("## Call CompiledFxGraph")  # Inductor's wrappers
+    # the same launches at batch 256 give the GPU twice the work: the host runs tens of ms ahead
+    assert b256["launches_per_step"] == b128["launches_per_step"]
+    assert b256["gpu_lag_ms"] > 20 and b256["gpu_busy_share"] > 0.9
+    # guide: 4 uncompiled micro-batches a step, and the fp16 casts of fp32 weights lead the host's time
+    assert guide["launches_per_step"] > 2 * b128["launches_per_step"]
+    assert guide["gpu_busy_share"] < 0.4 and guide["gpu_lag_ms"] < 2
+    assert guide["top_cpu_ops"][0]["name"] == "aten::copy_"
+    assert guide["sync_ms_per_step"] < 1  # GradScaler's found_inf read waits on an idle GPU: no cost
+    profile_schema = jsonschema.Draft202012Validator({"$defs": SCHEMA["$defs"], "$ref": "#/$defs/profile"})
+    for summary in (b128, b256, guide):
+        assert list(profile_schema.iter_errors(summary | {"trace": "x", "requested_steps": 10})) == []
+
+
 def test_self_time_takes_out_nested_ops_per_thread() -> None:
     trace = steps_trace(
         event("aten::linear", "cpu_op", 0, 100),

@@ -5,9 +5,13 @@ warm-up come first), writes the Chrome/Perfetto trace to ``profile/trace.json.gz
 and puts :func:`summarize_trace`'s answer in ``result.json``. The summary reads only the trace, as Holistic
 Trace Analysis does, so it works on any PyTorch profiler trace (``dgxperf.train.trace.load_trace``):
 
-- ``step_ms``: wall time between two ``ProfilerStep#`` marks (median, min, max);
-- ``gpu_busy_share``: the share of those steps' wall time in which some kernel, copy or memset ran (the
-  union over streams, so overlapping kernels count once). Under 1 the GPU waited for the host;
+- ``step_ms``: wall time of the host's ``ProfilerStep#`` marks (median, min, max);
+- ``gpu_busy_share``: the share of the steps' wall time in which some kernel, copy or memset ran (the
+  union over streams, so overlapping kernels count once), over the GPU timeline's copy of the step marks
+  where the trace has one. Under 1 the GPU waited for the host. ``gpu_busy_share_steps``: the same for
+  each step (batches of different lengths differ);
+- ``gpu_lag_ms``: how long after the host's step mark the GPU's begins (median). Near 0, the GPU waits
+  for each launch (host bound); tens of ms, the host runs ahead and the GPU is the limit;
 - ``launches_per_step``: kernel launch calls (``cudaLaunchKernel``, ``cuLaunchKernel``, graph launches);
   ``median_kernel_us``: how long a kernel runs. Many short kernels and a GPU that waits: launch bound;
 - ``sync_ms_per_step``: host time in ``cuda*Synchronize`` calls: a step that waits on the GPU on purpose;
@@ -31,6 +35,7 @@ TRACE_FILE = "trace.json.gz"
 GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 API_CATEGORIES = ("cuda_runtime", "cuda_driver")
 STEP_PREFIX = "ProfilerStep#"
+GPU_STEP_CATEGORY = "gpu_user_annotation"
 TOP = 8
 
 
@@ -95,20 +100,29 @@ def _self_times(ops: list[dict[str, Any]]) -> dict[str, float]:
     return totals
 
 
+def _step_marks(events: list[dict[str, Any]], gpu: bool) -> list[tuple[float, float]]:
+    """The ``ProfilerStep#`` spans, sorted: the host's (``user_annotation``), or with ``gpu`` the copies
+    that a CUDA trace also holds on the GPU's timeline (``gpu_user_annotation``)."""
+    return sorted(
+        (float(e["ts"]), float(e["ts"]) + float(e["dur"]))
+        for e in events
+        if str(e.get("name", "")).startswith(STEP_PREFIX) and (e.get("cat") == GPU_STEP_CATEGORY) == gpu
+    )
+
+
 def summarize_trace(trace: dict[str, Any], drop_last: bool = False) -> dict[str, Any]:
     """The summary described in the module docstring; raises TraceError when the trace has no step mark.
     ``drop_last``: the last mark is not a whole step (profiling stopped inside it, after training)."""
     events = _complete_events(trace)
-    steps = sorted(
-        (float(e["ts"]), float(e["ts"]) + float(e["dur"]))
-        for e in events
-        if str(e.get("name", "")).startswith(STEP_PREFIX)
-    )
+    steps = _step_marks(events, gpu=False)
+    gpu_steps = _step_marks(events, gpu=True)
     if drop_last:
-        steps = steps[:-1]
+        steps, gpu_steps = steps[:-1], gpu_steps[:-1]
     if not steps:
         raise TraceError("the trace has no ProfilerStep# marks: profile with a schedule and call step()")
     start, end = steps[0][0], steps[-1][1]
+    # the GPU runs behind the host: its busy share is measured over its own copy of the step marks
+    gpu_start, gpu_end = (gpu_steps[0][0], gpu_steps[-1][1]) if gpu_steps else (start, end)
 
     def inside(event: dict[str, Any]) -> bool:
         return start <= float(event["ts"]) < end
@@ -134,7 +148,17 @@ def summarize_trace(trace: dict[str, Any], drop_last: bool = False) -> dict[str,
         "step_ms": round(statistics.median(wall), 3),
         "step_ms_min": round(min(wall), 3),
         "step_ms_max": round(max(wall), 3),
-        "gpu_busy_share": round(_busy_us(gpu_intervals, start, end) / (end - start), 4) if gpu else None,
+        "gpu_busy_share": round(_busy_us(gpu_intervals, gpu_start, gpu_end) / (gpu_end - gpu_start), 4)
+        if gpu
+        else None,
+        "gpu_busy_share_steps": [round(_busy_us(gpu_intervals, s, e) / (e - s), 2) for s, e in gpu_steps]
+        if gpu and gpu_steps
+        else None,
+        "gpu_lag_ms": round(
+            statistics.median(g[0] - h[0] for h, g in zip(steps, gpu_steps, strict=False)) / 1e3, 2
+        )
+        if gpu_steps
+        else None,
         "launches_per_step": statistics.median(launches) if api else None,
         "median_kernel_us": round(statistics.median(float(k["dur"]) for k in kernels), 2)
         if kernels
@@ -168,6 +192,7 @@ class StepProfiler:
             activities=activities,
             schedule=tp.schedule(wait=after, warmup=1, active=steps, repeat=1),
             on_trace_ready=self._ready,
+            acc_events=True,  # one cycle (repeat=1), so nothing accumulates; it silences torch's warning
         )
         self._profiler.start()
         self._steps = steps
