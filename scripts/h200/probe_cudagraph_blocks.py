@@ -1,4 +1,5 @@
-"""Probe for issue 4: can per-block torch.compile replay CUDA graphs (compile_mode=reduce-overhead)?
+"""Probe for issue 4: what cuts the host's time in `optimized`'s per-block compiled step? CUDA graphs
+(compile_mode=reduce-overhead), or Inductor's C++ wrapper (compile_cpp_wrapper)?
 
 On the H200 (torch 2.11, 2026-12-04-h200-encoder-j) `optimized` with compile_mode=reduce-overhead died on
 its first steps: "accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run".
@@ -8,6 +9,9 @@ training step: bf16 autocast, fused AdamW, clip 1.0), each variant in its own pr
 keep process-wide state, and one failure must not poison the next):
 
 - ``blocks``: per-block compile, default mode: the recipe as it runs today (the reference);
+- ``blocks-cpp``: the same with Inductor's C++ wrapper (``compile_cpp_wrapper=true``): the graph's kernels
+  are called from generated C++. The profiler (2026-12-04-h200-encoder-k) put ~25 ms of the ~90 ms profiled
+  step in Inductor's Python wrappers;
 - ``blocks-graphs``: per-block compile, reduce-overhead: expected to fail as on 2026-12-04;
 - ``blocks-graphs-clone``: the same, each block's output cloned outside the graph, the workaround that
   PyTorch's error message names.
@@ -34,7 +38,7 @@ from typing import Any
 
 import torch
 
-VARIANTS = ("blocks", "blocks-graphs", "blocks-graphs-clone")
+VARIANTS = ("blocks", "blocks-cpp", "blocks-graphs", "blocks-graphs-clone")
 
 
 class CloneOut(torch.nn.Module):  # type: ignore[misc]
@@ -64,7 +68,10 @@ def measure(
     model = Encoder(cfg).to(device)
     mode = "reduce-overhead" if variant.startswith("blocks-graphs") else None
     for i, block in enumerate(model.blocks):
-        block.compile(mode=mode, dynamic=False)
+        if variant == "blocks-cpp":
+            block.compile(dynamic=False, options={"cpp_wrapper": True})
+        else:
+            block.compile(mode=mode, dynamic=False)
         if variant == "blocks-graphs-clone":
             model.blocks[i] = CloneOut(block)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device == "cuda")

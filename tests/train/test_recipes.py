@@ -73,6 +73,12 @@ def test_cuda_graph_modes_need_the_whole_model_compiled() -> None:
         recipes.apply_overrides(recipes.OPTIMIZED, {"compile_mode": "fast"})
 
 
+def test_the_cpp_wrapper_needs_compile() -> None:
+    assert recipes.apply_overrides(recipes.OPTIMIZED, {"compile_cpp_wrapper": "true"}).compile_cpp_wrapper
+    with pytest.raises(RecipeError, match=r"compile_cpp_wrapper=true .* set compile=true"):
+        recipes.apply_overrides(recipes.GUIDE, {"compile_cpp_wrapper": "true"})
+
+
 def test_overrides_are_typed_and_checked() -> None:
     config = recipes.apply_overrides(
         recipes.BASELINE,

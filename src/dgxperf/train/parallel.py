@@ -140,6 +140,19 @@ def _allow_recompiles() -> None:
             break
 
 
+def compile_kwargs(config: TrainConfig) -> dict[str, Any]:
+    """torch.compile's ``mode`` or, with ``compile_cpp_wrapper``, the same mode's Inductor options plus
+    ``cpp_wrapper`` (torch.compile takes a mode or options, not both). The C++ wrapper calls the graph's
+    kernels from generated C++ instead of Python: on the H200 Inductor's Python wrappers took ~25 ms of
+    `optimized`'s ~90 ms profiled step, a host-bound one (``2026-12-04-h200-encoder-k``)."""
+    if not config.compile_cpp_wrapper:
+        return {"mode": config.compile_mode}
+    from torch._inductor import list_mode_options
+
+    mode_options = list_mode_options(config.compile_mode) if config.compile_mode else {}  # None: all modes
+    return {"options": {**mode_options, "cpp_wrapper": True}}
+
+
 def compile_blocks(model: Any, config: TrainConfig) -> Any:
     """torch.compile each Transformer block (shared artifact), leaving embeddings and head eager."""
     _allow_recompiles()
@@ -147,7 +160,7 @@ def compile_blocks(model: Any, config: TrainConfig) -> Any:
     # that serves every later one, so a bucketed epoch pays two compiles rather than one per length.
     # Module.compile() compiles in place: parameter names (and so checkpoints) stay those of the eager model.
     for block in model.blocks:
-        block.compile(mode=config.compile_mode, dynamic=None)
+        block.compile(dynamic=None, **compile_kwargs(config))
     return model
 
 
@@ -162,7 +175,7 @@ def compile_model(model: Any, config: TrainConfig, backend: str = "inductor") ->
 
     _allow_recompiles()
     dynamic = False if config.padding == "max" else None
-    return torch.compile(model, mode=config.compile_mode, dynamic=dynamic, backend=backend)
+    return torch.compile(model, dynamic=dynamic, backend=backend, **compile_kwargs(config))
 
 
 def compiled_graphs() -> int:

@@ -113,6 +113,8 @@ class TrainConfig:
     compile: bool = False
     compile_scope: str = "blocks"
     compile_mode: str | None = None
+    # Inductor's C++ wrapper: the compiled graph's kernel calls run from generated C++, not Python
+    compile_cpp_wrapper: bool = False
     activation_checkpointing: bool = False
     warm_shapes: bool = False  # one pass per batch shape before the clock starts (train/warmup.py)
     memory_fraction: float | None = None
@@ -206,6 +208,10 @@ class TrainConfig:
                 "of CUDAGraphs that has been overwritten'; PyTorch issue #152887). Set compile_scope=model "
                 "(one graph for the whole model: minutes of compiling) or "
                 "compile_mode=max-autotune-no-cudagraphs"
+            )
+        if self.compile_cpp_wrapper and not self.compile:
+            raise RecipeError(
+                "compile_cpp_wrapper=true changes how torch.compile's code runs: set compile=true"
             )
         if self.task == "files" and not self.train_file:
             raise RecipeError("task=files needs train_file (and optionally dev_file, test_file)")
