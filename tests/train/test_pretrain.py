@@ -679,6 +679,68 @@ def test_train_from_a_pretrained_folder(
     assert not torch.equal(loaded[0].tok_emb.weight.detach(), saved["tok_emb.weight"])  # and it did train
 
 
+def test_reinit_layers_gives_the_top_blocks_fresh_weights_and_keeps_the_rest(
+    pretrained: Pretrained, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dgxperf.train import pretrain as module
+
+    built: list[Any] = []
+    real_load = module.load_pretrained
+
+    def keep(model: Any, folder: Path) -> dict[str, Any]:
+        built.append(model)  # the model the run loads, re-initialises and trains
+        return real_load(model, folder)
+
+    monkeypatch.setattr(module, "load_pretrained", keep)
+    result = train(
+        fine_tune_config(pretrained.folder, reinit_layers="1"),
+        RunOptions(tmp_path / "run", home / "cache", device="cpu", checkpoints=False),
+    )
+    assert result is not None and result["init"]["reinit_layers"] == 1
+    assert_valid("train.v1.json", result)
+    saved = read_encoder(pretrained.folder)["state"]
+    trained = {name: tensor.detach() for name, tensor in built[0].state_dict().items()}
+    # tiny has 2 blocks: block 0 keeps its pretrained weights (3 steps at lr 1e-6), block 1 starts afresh
+    assert torch.allclose(trained["blocks.0.mlp.fc1.weight"], saved["blocks.0.mlp.fc1.weight"], atol=1e-4)
+    assert (trained["blocks.1.mlp.fc1.weight"] - saved["blocks.1.mlp.fc1.weight"]).abs().max() > 1e-2
+    assert torch.allclose(
+        trained["blocks.1.ln1.weight"], torch.ones_like(trained["blocks.1.ln1.weight"]), atol=1e-4
+    )
+    assert torch.allclose(trained["tok_emb.weight"], saved["tok_emb.weight"], atol=1e-4)
+
+
+def test_reinit_top_blocks_is_seeded_and_leaves_the_global_generator_alone() -> None:
+    from dgxperf.train.model import Encoder, preset
+
+    cfg = preset("tiny", vocab_size=50, num_labels=2, max_len=16)
+    first, second, other = Encoder(cfg), Encoder(cfg), Encoder(cfg)
+    torch.manual_seed(0)
+    first.reinit_top_blocks(1, seed=5)
+    after_first = torch.rand(2)
+    torch.manual_seed(0)
+    second.reinit_top_blocks(1, seed=5)
+    assert torch.equal(torch.rand(2), after_first)  # dropout and data draws are as without the reinit
+    other.reinit_top_blocks(1, seed=6)
+    top = "blocks.1.attn.qkv.weight"
+    assert torch.equal(first.state_dict()[top], second.state_dict()[top])
+    assert not torch.equal(first.state_dict()[top], other.state_dict()[top])
+    # the fresh draw has the init's scale: N(0, init_std), the residual projections scaled down for pre-LN
+    assert abs(first.state_dict()[top].std().item() - cfg.init_std) < 0.1 * cfg.init_std
+    assert first.state_dict()["blocks.1.mlp.fc2.weight"].std() < 0.75 * cfg.init_std
+
+
+def test_reinit_layers_is_checked(pretrained: Pretrained, home: Path, tmp_path: Path) -> None:
+    with pytest.raises(recipes.RecipeError, match="reinit_layers=3: preset tiny has 2 layers"):
+        train(
+            fine_tune_config(pretrained.folder, reinit_layers="3"),
+            RunOptions(tmp_path / "run", home / "cache", device="cpu", checkpoints=False),
+        )
+    with pytest.raises(recipes.RecipeError, match="set init_from too"):
+        recipes.apply_overrides(recipes.OPTIMIZED, {"reinit_layers": "2"})
+    with pytest.raises(recipes.RecipeError, match="must be 0 or more"):
+        recipes.apply_overrides(recipes.OPTIMIZED, {"reinit_layers": "-1", "init_from": "/x"})
+
+
 def test_train_without_init_from_records_no_init(home: Path, tmp_path: Path) -> None:
     cfg = config(batch_size="16", max_steps="1", epochs="1")
     result = train(cfg, RunOptions(tmp_path / "run", home / "cache", device="cpu", checkpoints=False))

@@ -392,6 +392,12 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
             init = load_pretrained(core, Path(config.init_from))
         except PretrainError as exc:  # a folder that does not fit this run is bad input, not a failed run
             raise RecipeError(str(exc)) from None
+        if config.reinit_layers > model_config.layers:
+            raise RecipeError(
+                f"reinit_layers={config.reinit_layers}: preset {config.preset} has {model_config.layers} layers"
+            )
+        core.reinit_top_blocks(config.reinit_layers, seed=config.seed)
+        init["reinit_layers"] = config.reinit_layers
     core = core.to(context.device)
     model: Any = core
     if config.activation_checkpointing:

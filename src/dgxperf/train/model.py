@@ -226,6 +226,16 @@ class Block(nn.Module):  # type: ignore[misc]
         return self.ln2(x + self.mlp(x))
 
 
+def _normal_on_cpu(weight: torch.Tensor, std: float, generator: torch.Generator | None) -> None:
+    """N(0, std) in place; with a (CPU) generator the draw is made on the CPU and copied, so that it is the
+    same wherever the weight lives."""
+    with torch.no_grad():
+        if generator is None:
+            nn.init.normal_(weight, mean=0.0, std=std)
+        else:
+            weight.copy_(torch.randn(weight.shape, generator=generator) * std)
+
+
 class Encoder(nn.Module):  # type: ignore[misc]
     """The BERT-style encoder with a [CLS] classification head; see the module docstring."""
 
@@ -256,20 +266,35 @@ class Encoder(nn.Module):  # type: ignore[misc]
         constant at init, which is what lets a 24-layer model start from scratch at a normal learning
         rate. Post-LN renormalises after every add, so BERT (and ``pre_ln=False``) does not scale.
         """
+        self._init_modules(self, None)
+        for block in self.blocks:
+            self._scale_residual_branches(block, None)
+
+    def reinit_top_blocks(self, count: int, seed: int) -> None:
+        """Give the top ``count`` Transformer blocks a fresh initialisation, as :meth:`reset_parameters`
+        would, from a generator seeded with ``seed``: for a masked-LM encoder whose top layers learned to
+        predict characters, not to classify (Zhang et al., 2021, "Revisiting few-sample BERT fine-tuning")."""
+        generator = torch.Generator().manual_seed(seed)
+        for block in self.blocks[len(self.blocks) - count :]:
+            self._init_modules(block, generator)
+            self._scale_residual_branches(block, generator)
+
+    def _init_modules(self, root: nn.Module, generator: torch.Generator | None) -> None:
         std = self.config.init_std
-        residual_std = std / math.sqrt(2 * self.config.layers) if self.config.pre_ln else std
-        for module in self.modules():
-            if isinstance(module, nn.Linear):
-                nn.init.normal_(module.weight, mean=0.0, std=std)
-                nn.init.zeros_(module.bias)
-            elif isinstance(module, nn.Embedding):
-                nn.init.normal_(module.weight, mean=0.0, std=std)
+        for module in root.modules():
+            if isinstance(module, nn.Linear | nn.Embedding):
+                _normal_on_cpu(module.weight, std, generator)
+                if getattr(module, "bias", None) is not None:
+                    nn.init.zeros_(module.bias)
             elif isinstance(module, nn.LayerNorm):
                 nn.init.ones_(module.weight)
                 nn.init.zeros_(module.bias)
-        for block in self.blocks:
-            nn.init.normal_(block.attn.proj.weight, mean=0.0, std=residual_std)
-            nn.init.normal_(block.mlp.fc2.weight, mean=0.0, std=residual_std)
+
+    def _scale_residual_branches(self, block: nn.Module, generator: torch.Generator | None) -> None:
+        std = self.config.init_std
+        residual_std = std / math.sqrt(2 * self.config.layers) if self.config.pre_ln else std
+        _normal_on_cpu(block.attn.proj.weight, residual_std, generator)
+        _normal_on_cpu(block.mlp.fc2.weight, residual_std, generator)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Logits ``[B, num_labels]`` (float32) for ``input_ids [B, L]``, [CLS] at position 0.

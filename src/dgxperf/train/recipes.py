@@ -72,6 +72,7 @@ class TrainConfig:
     ln_fp32: bool = False
     pooling: str = "cls"
     init_from: str | None = None  # a `dgxperf pretrain` folder: start from its encoder and tokenizer
+    reinit_layers: int = 0  # with init_from: fresh weights for the top N blocks (model.reinit_top_blocks)
     # -- precision
     precision: str = "fp32"
     scaler_init_scale: float = 2.0**16
@@ -208,6 +209,12 @@ class TrainConfig:
                 "of CUDAGraphs that has been overwritten'; PyTorch issue #152887). Set compile_scope=model "
                 "(one graph for the whole model: minutes of compiling) or "
                 "compile_mode=max-autotune-no-cudagraphs"
+            )
+        if self.reinit_layers < 0:
+            raise RecipeError(f"reinit_layers={self.reinit_layers} must be 0 or more (0: keep every layer)")
+        if self.reinit_layers and self.init_from is None:
+            raise RecipeError(
+                "reinit_layers re-initialises the top layers of a pretrained encoder: set init_from too"
             )
         if self.compile_cpp_wrapper and not self.compile:
             raise RecipeError(
