@@ -646,19 +646,25 @@ def fine_tune_config(folder: Path, **extra: str) -> recipes.TrainConfig:
     return config(**{**fields, **extra})
 
 
-def test_train_from_a_pretrained_folder(
-    pretrained: Pretrained, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def loaded(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every model a run loads pretrained weights into: the one it then trains (the real loader runs)."""
     from dgxperf.train import pretrain as module
 
-    loaded: list[Any] = []
+    models: list[Any] = []
     real_load = module.load_pretrained
 
     def spy(model: Any, folder: Path) -> dict[str, Any]:
-        loaded.append(model)
+        models.append(model)
         return real_load(model, folder)
 
     monkeypatch.setattr(module, "load_pretrained", spy)
+    return models
+
+
+def test_train_from_a_pretrained_folder(
+    pretrained: Pretrained, home: Path, tmp_path: Path, loaded: list[Any]
+) -> None:
     out = tmp_path / "run"
     result = train(
         fine_tune_config(pretrained.folder), RunOptions(out, home / "cache", device="cpu", checkpoints=False)
@@ -680,18 +686,8 @@ def test_train_from_a_pretrained_folder(
 
 
 def test_reinit_layers_gives_the_top_blocks_fresh_weights_and_keeps_the_rest(
-    pretrained: Pretrained, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    pretrained: Pretrained, home: Path, tmp_path: Path, loaded: list[Any]
 ) -> None:
-    from dgxperf.train import pretrain as module
-
-    built: list[Any] = []
-    real_load = module.load_pretrained
-
-    def keep(model: Any, folder: Path) -> dict[str, Any]:
-        built.append(model)  # the model the run loads, re-initialises and trains
-        return real_load(model, folder)
-
-    monkeypatch.setattr(module, "load_pretrained", keep)
     result = train(
         fine_tune_config(pretrained.folder, reinit_layers="1"),
         RunOptions(tmp_path / "run", home / "cache", device="cpu", checkpoints=False),
@@ -699,7 +695,7 @@ def test_reinit_layers_gives_the_top_blocks_fresh_weights_and_keeps_the_rest(
     assert result is not None and result["init"]["reinit_layers"] == 1
     assert_valid("train.v1.json", result)
     saved = read_encoder(pretrained.folder)["state"]
-    trained = {name: tensor.detach() for name, tensor in built[0].state_dict().items()}
+    trained = {name: tensor.detach() for name, tensor in loaded[0].state_dict().items()}
     # tiny has 2 blocks: block 0 keeps its pretrained weights (3 steps at lr 1e-6), block 1 starts afresh
     assert torch.allclose(trained["blocks.0.mlp.fc1.weight"], saved["blocks.0.mlp.fc1.weight"], atol=1e-4)
     assert (trained["blocks.1.mlp.fc1.weight"] - saved["blocks.1.mlp.fc1.weight"]).abs().max() > 1e-2
