@@ -145,8 +145,9 @@ def test_two_processes_with_torchrun_and_gloo(tmp_path: Path) -> None:
 
 
 def test_resume_after_kill_matches_an_uninterrupted_run(tmp_path: Path) -> None:
+    # ema_decay: the weight average that dev and test score is part of what a checkpoint must bring back
     args = ["train", "--recipe", "baseline", "--device", "cpu", "--epochs", "2", "--json",
-            *overrides(checkpoint_every="6", dropout="0.1")]  # fmt: skip
+            *overrides(checkpoint_every="6", dropout="0.1", ema_decay="0.9")]  # fmt: skip
     whole = cli(*args, "--out", str(tmp_path / "whole"), home=tmp_path)
     assert whole.returncode == 0, whole.stderr[-2000:]
     expected = json.loads(whole.stdout)

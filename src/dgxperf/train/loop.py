@@ -20,6 +20,7 @@ from typing import Any
 
 from dgxperf import __version__
 from dgxperf.train import checkpoint, parallel
+from dgxperf.train.ema import WeightAverage
 from dgxperf.train.flops import flops_for_batch
 from dgxperf.train.metrics import ThroughputMeter, scores, wilson_interval
 from dgxperf.train.paired import PREDICTIONS_FILE, write_predictions
@@ -334,6 +335,11 @@ def evaluate(
     return result
 
 
+def averaged(average: WeightAverage | None) -> Any:
+    """The weight average swapped into the model (``ema_decay`` > 0), or nothing to do."""
+    return average.swapped_in() if average is not None else contextlib.nullcontext()
+
+
 def autocast(config: TrainConfig, context: parallel.RunContext) -> Any:
     import torch
 
@@ -437,6 +443,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
         if config.precision == "fp16"
         else None
     )
+    average = WeightAverage(core, config.ema_decay) if config.ema_decay else None
 
     step, epoch, consumed = 0, 0, 0
     history: list[dict[str, Any]] = []
@@ -456,6 +463,8 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
         if scaler is not None and state.get("scaler"):
             scaler.load_state_dict(state["scaler"])
         sampler.load_state_dict(state["sampler"])
+        if average is not None:
+            average.load_state_dict(state["ema"])
         step, epoch, consumed = state["step"], state["epoch"], state["sampler"]["position"]
         history = state["history"]
         if rng is not None:
@@ -490,6 +499,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
             "optimizer": optimizer_state,
             "schedule": schedule.state_dict(),
             "scaler": scaler.state_dict() if scaler is not None else None,
+            "ema": average.state_dict() if average is not None else None,
             "sampler": sampler.state_dict(consumed=consumed),
             "step": step,
             "epoch": epoch,
@@ -570,6 +580,8 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
                 scaler.update()
             else:
                 optimizer.step()
+            if average is not None:
+                average.update()
             optimizer.zero_grad(set_to_none=True)
             schedule.step()
             step += 1
@@ -632,7 +644,8 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
             parallel.compiled_graphs() - graphs_at_epoch
         )  # before evaluation, which compiles its own
         totals = meter.totals()
-        dev = evaluate(model, task.dev, config, context, model_config.num_labels, sharded=sharded)
+        with averaged(average):
+            dev = evaluate(model, task.dev, config, context, model_config.num_labels, sharded=sharded)
         epoch_record = {
             "type": "epoch",
             "epoch": epoch + 1,
@@ -663,9 +676,10 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
             save_checkpoint()
 
     profile = profiler.finish() if profiler is not None else None
-    test = evaluate(
-        model, task.test, config, context, model_config.num_labels, sharded=sharded, keep_predictions=True
-    )
+    with averaged(average):
+        test = evaluate(
+            model, task.test, config, context, model_config.num_labels, sharded=sharded, keep_predictions=True
+        )
     predictions = test.pop("predictions")
     if context.is_main:
         write_predictions(options.out_dir / PREDICTIONS_FILE, task, predictions)

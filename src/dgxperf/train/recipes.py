@@ -97,6 +97,7 @@ class TrainConfig:
     clip_grad_norm: float | None = 1.0
     fused_optimizer: bool = False
     label_smoothing: float = 0.0
+    ema_decay: float = 0.0  # > 0: dev and test score an average of the weights (train/ema.py)
     # -- input pipeline
     num_workers: int = 0
     pin_memory: bool = False
@@ -210,6 +211,10 @@ class TrainConfig:
                 "(one graph for the whole model: minutes of compiling) or "
                 "compile_mode=max-autotune-no-cudagraphs"
             )
+        if not 0 <= self.ema_decay < 1:
+            raise RecipeError(f"ema_decay={self.ema_decay} must be in [0, 1) (0: no weight average)")
+        if self.ema_decay and self.fsdp:
+            raise RecipeError("ema_decay averages whole weights; FSDP shards them (set fsdp=false)")
         if self.reinit_layers < 0:
             raise RecipeError(f"reinit_layers={self.reinit_layers} must be 0 or more (0: keep every layer)")
         if self.reinit_layers and self.init_from is None:
