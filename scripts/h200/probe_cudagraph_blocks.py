@@ -10,7 +10,7 @@ keep process-wide state, and one failure must not poison the next):
 
 - ``blocks``: per-block compile, default mode: the recipe as it runs today (the reference);
 - ``blocks-cpp``: the same with Inductor's C++ wrapper (``compile_cpp_wrapper=true``): the graph's kernels
-  are called from generated C++. The profiler (2026-12-04-h200-encoder-k) put ~25 ms of the ~90 ms profiled
+  are called from generated C++. The profiler (2026-12-04-h200-encoder-k) put ~24 ms of the ~90 ms profiled
   step in Inductor's Python wrappers;
 - ``blocks-graphs``: per-block compile, reduce-overhead: expected to fail as on 2026-12-04;
 - ``blocks-graphs-clone``: the same, each block's output cloned outside the graph, the workaround that

@@ -1,6 +1,7 @@
-"""`dgxperf trace FILE`: where the profiled steps of a PyTorch profiler trace spent their time, the summary
-that ``dgxperf train --set profile_steps=N`` stores in ``result.json`` (:mod:`dgxperf.train.trace`), for any
-trace with step marks: one of your own jobs' as well as dgxperf's.
+"""`dgxperf trace FILE [AFTER]`: where the profiled steps of a PyTorch profiler trace spent their time, the
+summary that ``dgxperf train --set profile_steps=N`` stores in ``result.json`` (:mod:`dgxperf.train.trace`),
+for any trace with step marks: one of your own jobs' as well as dgxperf's. With a second trace, the two side by
+side (a change's before and after).
 
 Registered in :mod:`dgxperf.cli` as ``app.command("trace")(trace)``. Exit codes: 0 done, 2 a file that is not
 a profiler trace or has no step marks.
@@ -9,7 +10,7 @@ a profiler trace or has no step marks.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -24,6 +25,10 @@ def trace(
             help="A torch.profiler Chrome trace (.json or .json.gz), e.g. OUT/profile/trace.json.gz."
         ),
     ],
+    after: Annotated[
+        Path | None,
+        typer.Argument(help="A second trace: both side by side, PATH as before and this as after."),
+    ] = None,
     json_out: JsonFlag = False,
 ) -> None:
     """Where the profiled steps' time went: step time, GPU busy share, launches, syncs, busiest ops and kernels."""
@@ -32,8 +37,12 @@ def trace(
 
     try:
         summary = summarize_trace(load_trace(path)) | {"trace": str(path)}
+        other = summarize_trace(load_trace(after)) | {"trace": str(after)} if after is not None else None
     except TraceError as exc:
         usage_error(str(exc))
+    if other is not None:
+        show_comparison(summary, other, json_out)
+        return
     if json_out:
         print_json(summary)
         return
@@ -50,3 +59,28 @@ def trace(
         for row in rows:
             table.add_row(row["name"], f"{row[key]:.3f}")
         console.print(table)
+
+
+def show_comparison(before: dict[str, Any], after: dict[str, Any], json_out: bool) -> None:
+    from dgxperf.train.trace import compare_summaries
+
+    compared = compare_summaries(before, after)
+    if json_out:
+        print_json({"before": before, "after": after, **compared})
+        return
+
+    def shown(value: Any) -> str:
+        return "—" if value is None else f"{value:,.3f}".rstrip("0").rstrip(".")
+
+    table = Table(title=f"before {before['trace']}\nafter  {after['trace']}", title_justify="left")
+    for column in ("figure", "before", "after", "after / before"):
+        table.add_column(column, justify="left" if column == "figure" else "right")
+    for row in compared["figures"]:
+        table.add_row(row["figure"], shown(row["before"]), shown(row["after"]), shown(row["ratio"]))
+    console.print(table)
+    ops = Table(title="busiest host operators (self time, ms a step)", title_justify="left")
+    for column in ("name", "before", "after"):
+        ops.add_column(column, justify="left" if column == "name" else "right")
+    for row in compared["top_cpu_ops"]:
+        ops.add_row(row["name"], shown(row["before"]), shown(row["after"]))
+    console.print(ops)

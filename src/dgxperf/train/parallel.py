@@ -143,7 +143,7 @@ def _allow_recompiles() -> None:
 def compile_kwargs(config: TrainConfig) -> dict[str, Any]:
     """torch.compile's ``mode`` or, with ``compile_cpp_wrapper``, the same mode's Inductor options plus
     ``cpp_wrapper`` (torch.compile takes a mode or options, not both). The C++ wrapper calls the graph's
-    kernels from generated C++ instead of Python: on the H200 Inductor's Python wrappers took ~25 ms of
+    kernels from generated C++ instead of Python: on the H200 Inductor's Python wrappers took ~24 ms of
     `optimized`'s ~90 ms profiled step, a host-bound one (``2026-12-04-h200-encoder-k``)."""
     if not config.compile_cpp_wrapper:
         return {"mode": config.compile_mode}

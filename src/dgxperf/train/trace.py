@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -37,6 +38,8 @@ API_CATEGORIES = ("cuda_runtime", "cuda_driver")
 STEP_PREFIX = "ProfilerStep#"
 GPU_STEP_CATEGORY = "gpu_user_annotation"
 TOP = 8
+_GRAPH_IDS = ((re.compile(r"CompiledFxGraph [0-9a-z]+"), "CompiledFxGraph"),
+              (re.compile(r"Torch-Compiled Region: \d+/\d+"), "Torch-Compiled Region"))  # fmt: skip
 
 
 class TraceError(Exception):
@@ -78,6 +81,15 @@ def _is_launch(name: str) -> bool:
     return "LaunchKernel" in name or "GraphLaunch" in name or name.startswith("cuLaunch")
 
 
+def _op_name(name: str) -> str:
+    """An operator's name, with torch.compile's per-graph ids dropped (``## Call CompiledFxGraph f3k… ##``,
+    ``Torch-Compiled Region: 0/4``): each compiled graph (per block shape, forward and backward) has its
+    own, and what matters is their time together."""
+    for pattern, plain in _GRAPH_IDS:
+        name = pattern.sub(plain, name)
+    return name
+
+
 def _self_times(ops: list[dict[str, Any]]) -> dict[str, float]:
     """Self time (µs) per operator name: each op's duration less that of the ops nested in it, per thread."""
     per_thread: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
@@ -94,7 +106,7 @@ def _self_times(ops: list[dict[str, Any]]) -> dict[str, float]:
                 totals[name] += own
             if stack:
                 stack[-1][2] -= dur  # the parent did not spend this time itself
-            stack.append([start + dur, str(op["name"]), dur])
+            stack.append([start + dur, _op_name(str(op["name"])), dur])
         for _, name, own in stack:
             totals[name] += own
     return totals
@@ -222,3 +234,31 @@ class StepProfiler:
                 "trace": None,
             }
         return {**self.summary, "requested_steps": self._steps, "trace": str(self.path)}
+
+
+COMPARED = (
+    "step_ms",
+    "gpu_busy_share",
+    "gpu_lag_ms",
+    "launches_per_step",
+    "median_kernel_us",
+    "sync_ms_per_step",
+)
+
+
+def compare_summaries(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """Two summaries side by side (``dgxperf trace BEFORE AFTER``): each figure of both with after/before,
+    and the busiest host operators of either by name. An operator outside one summary's top list has no
+    figure there (None): the summary keeps only the top ones."""
+    figures = []
+    for key in COMPARED:
+        a, b = before.get(key), after.get(key)
+        ratio = round(b / a, 3) if isinstance(a, int | float) and isinstance(b, int | float) and a else None
+        figures.append({"figure": key, "before": a, "after": b, "ratio": ratio})
+    ops_before = {op["name"]: op["self_ms_per_step"] for op in before.get("top_cpu_ops") or []}
+    ops_after = {op["name"]: op["self_ms_per_step"] for op in after.get("top_cpu_ops") or []}
+    names = sorted(
+        set(ops_before) | set(ops_after), key=lambda n: -max(ops_before.get(n, 0), ops_after.get(n, 0))
+    )
+    ops = [{"name": n, "before": ops_before.get(n), "after": ops_after.get(n)} for n in names]
+    return {"figures": figures, "top_cpu_ops": ops}
