@@ -450,6 +450,13 @@ def render_train(console: Console, result: dict[str, Any]) -> None:
     console.print(f"run folder: {result['out_dir']}", style="dim")
 
 
+BOUND_WORDS = {
+    "host": "host bound (the GPU waits for each launch: fewer or cheaper launches a step help)",
+    "gpu": "GPU bound (the host runs ahead: the kernels themselves are the limit)",
+    "mixed": "partly host bound, partly GPU bound (see each step's busy share)",
+}
+
+
 def profile_line(profile: dict[str, Any]) -> str:
     """One line on where the profiled steps' time went (train/trace.py), or why there is no profile."""
     if profile.get("error"):
@@ -459,6 +466,8 @@ def profile_line(profile: dict[str, Any]) -> str:
         f" of the {asked} asked (the run ended first)" if steps < asked else ""
     )
     parts = [f"{counted}, {profile['step_ms']:.1f} ms a step"]
+    if profile.get("bound"):
+        parts[0] += f", {BOUND_WORDS[profile['bound']]}"
     if profile.get("gpu_busy_share") is not None:
         parts.append(f"GPU busy {100 * profile['gpu_busy_share']:.0f}% of it")
     if profile.get("gpu_lag_ms") is not None:

@@ -152,6 +152,7 @@ def h200_profile(name: str) -> dict[str, Any]:
 def test_real_h200_traces_tell_a_host_bound_step_from_a_gpu_bound_one() -> None:
     b128, b256, guide = h200_profile("optimized-b128"), h200_profile("optimized-b256"), h200_profile("guide")
     assert (b128["steps"], b256["steps"], guide["steps"]) == (2, 2, 1)  # host marks only
+    assert (b128["bound"], b256["bound"], guide["bound"]) == ("host", "gpu", "host")
     # optimized at batch 128: the GPU starts each step right after the host, then waits on launches
     assert b128["gpu_lag_ms"] < 2 and b128["gpu_busy_share"] < 0.8
     assert b128["median_kernel_us"] < 30 and b128["launches_per_step"] > 1000
@@ -275,3 +276,24 @@ def test_two_real_traces_side_by_side(tmp_path: Path) -> None:
     assert as_json["before"]["trace"] == paths[0] and as_json["figures"] == compared["figures"]
     refused = runner.invoke(app, ["trace", paths[0], str(tmp_path / "missing.json")])
     assert refused.exit_code == 2 and "not a readable trace" in " ".join(refused.output.split())
+
+
+def test_what_bounds_the_steps() -> None:
+    from dgxperf.train.trace import bound
+
+    assert bound(0.95, 0.3) == "gpu"  # busy is busy, however the launches line up
+    assert bound(0.48, 0.44) == "host"  # optimized at batch 128 over ten H200 steps
+    assert bound(0.81, 5.36) == "mixed"  # batch 256 over ten steps: host bound at first, then GPU bound
+    assert bound(0.5, 30.0) == "mixed"  # idle, yet with work queued ahead: neither story alone
+    assert bound(None, 1.0) is None and bound(0.5, None) is None
+    summaries = json.loads(
+        (
+            Path(__file__).resolve().parents[2]
+            / "docs/benchmarks/2026-12-04-h200-encoder-k/profile/summaries.json"
+        ).read_text()
+    )
+    assert {name: s["bound"] for name, s in summaries.items()} == {
+        "optimized-s1-profile_steps10": "host",
+        "guide-s1-profile_steps10": "host",
+        "optimized-s1-profile_steps10-batch_size256": "mixed",
+    }
