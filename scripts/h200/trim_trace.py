@@ -23,6 +23,7 @@ def trim(trace: dict, steps: int, skip: int = 0) -> dict:
     ]
     start = host[0]["ts"]
     end = max(e["ts"] + e["dur"] for e in host + gpu)
+    kept_marks = {id(e) for e in host + gpu}
     kept = [
         e
         for e in trace["traceEvents"]
@@ -30,7 +31,7 @@ def trim(trace: dict, steps: int, skip: int = 0) -> dict:
         and "dur" in e
         and start <= e["ts"]
         and e["ts"] + e["dur"] <= end
-        and (not str(e.get("name", "")).startswith(STEP_PREFIX) or e in host or e in gpu)
+        and (not str(e.get("name", "")).startswith(STEP_PREFIX) or id(e) in kept_marks)
     ]
     return {key: value for key, value in trace.items() if key != "traceEvents"} | {"traceEvents": kept}
 

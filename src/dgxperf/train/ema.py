@@ -23,8 +23,9 @@ class WeightAverage:
     def __init__(self, module: Any, decay: float) -> None:
         self.decay = decay
         self.updates = 0
-        self._params = [p for p in module.parameters()]
-        self.shadow = [p.detach().clone() for p in self._params]
+        # detached views of the live parameters, made once: the update runs after every optimizer step
+        self._params = [p.detach() for p in module.parameters()]
+        self.shadow = [p.clone() for p in self._params]
 
     def current_decay(self) -> float:
         return min(self.decay, (1 + self.updates) / (10 + self.updates))
@@ -34,7 +35,7 @@ class WeightAverage:
 
         weight = 1.0 - self.current_decay()
         with torch.no_grad():
-            torch._foreach_lerp_(self.shadow, [p.detach() for p in self._params], weight)
+            torch._foreach_lerp_(self.shadow, self._params, weight)
         self.updates += 1
 
     @contextlib.contextmanager
@@ -43,13 +44,13 @@ class WeightAverage:
         import torch
 
         with torch.no_grad():
-            kept = [p.detach().clone() for p in self._params]
-            torch._foreach_copy_([p.detach() for p in self._params], self.shadow)
+            kept = [p.clone() for p in self._params]
+            torch._foreach_copy_(self._params, self.shadow)
         try:
             yield
         finally:
             with torch.no_grad():
-                torch._foreach_copy_([p.detach() for p in self._params], kept)
+                torch._foreach_copy_(self._params, kept)
 
     def state_dict(self) -> dict[str, Any]:
         return {"decay": self.decay, "updates": self.updates, "shadow": [t.cpu() for t in self.shadow]}

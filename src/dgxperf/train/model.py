@@ -226,9 +226,9 @@ class Block(nn.Module):  # type: ignore[misc]
         return self.ln2(x + self.mlp(x))
 
 
-def _normal_on_cpu(weight: torch.Tensor, std: float, generator: torch.Generator | None) -> None:
-    """N(0, std) in place; with a (CPU) generator the draw is made on the CPU and copied, so that it is the
-    same wherever the weight lives."""
+def _draw_normal(weight: torch.Tensor, std: float, generator: torch.Generator | None) -> None:
+    """N(0, std) in place, from the global generator or, when one is given, from that (CPU) generator: the
+    draw is made on the CPU and copied, so that it is the same wherever the weight lives."""
     with torch.no_grad():
         if generator is None:
             nn.init.normal_(weight, mean=0.0, std=std)
@@ -283,7 +283,7 @@ class Encoder(nn.Module):  # type: ignore[misc]
         std = self.config.init_std
         for module in root.modules():
             if isinstance(module, nn.Linear | nn.Embedding):
-                _normal_on_cpu(module.weight, std, generator)
+                _draw_normal(module.weight, std, generator)
                 if getattr(module, "bias", None) is not None:
                     nn.init.zeros_(module.bias)
             elif isinstance(module, nn.LayerNorm):
@@ -293,8 +293,8 @@ class Encoder(nn.Module):  # type: ignore[misc]
     def _scale_residual_branches(self, block: nn.Module, generator: torch.Generator | None) -> None:
         std = self.config.init_std
         residual_std = std / math.sqrt(2 * self.config.layers) if self.config.pre_ln else std
-        _normal_on_cpu(block.attn.proj.weight, residual_std, generator)
-        _normal_on_cpu(block.mlp.fc2.weight, residual_std, generator)
+        _draw_normal(block.attn.proj.weight, residual_std, generator)
+        _draw_normal(block.mlp.fc2.weight, residual_std, generator)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Logits ``[B, num_labels]`` (float32) for ``input_ids [B, L]``, [CLS] at position 0.
