@@ -47,3 +47,23 @@ def test_every_device_script_sources_the_shared_environment_before_running_pytho
     sourced = [i for i, line in enumerate(lines) if line.startswith("source ") and "env.sh" in line]
     first_python = next(i for i, line in enumerate(lines) if "python3" in line and not line.startswith("#"))
     assert sourced and sourced[0] < first_python, f"{script.name} must source env.sh before running python3"
+
+
+def test_the_compile_probe_dry_runs_its_step_graph_variant_on_the_cpu() -> None:
+    """The probe's first GPU capture costs device time: its harness, the whole-step variant included, must
+    at least run on the CPU (nothing captured there), with the same first losses as the plain step."""
+    import json
+    import os
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "scripts/h200/probe_cudagraph_blocks.py", "--device", "cpu", "--preset", "tiny",
+         "--variants", "blocks,step-graph", "--batch", "8", "--length", "16", "--steps", "2", "--repeats", "1"],
+        capture_output=True, text=True, cwd=ROOT, timeout=600,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    plain, graphed = (json.loads(line) for line in result.stdout.splitlines())
+    assert plain["ok"] and graphed["ok"], (plain, graphed)
+    assert graphed["first_losses"] == plain["first_losses"]
+    assert graphed["step_graph"]["captured"] == 0 and plain["step_graph"] is None

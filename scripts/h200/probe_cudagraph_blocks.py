@@ -14,7 +14,9 @@ keep process-wide state, and one failure must not poison the next):
   step in Inductor's Python wrappers;
 - ``blocks-graphs``: per-block compile, reduce-overhead: expected to fail as on 2026-12-04;
 - ``blocks-graphs-clone``: the same, each block's output cloned outside the graph, the workaround that
-  PyTorch's error message names.
+  PyTorch's error message names;
+- ``step-graph``: per-block compile, default mode, and the whole step (zeroing, forward, backward, clip,
+  optimizer) captured by dgxperf itself and replayed (``cuda_graphs=true``, ``dgxperf/train/graphs.py``).
 
 First run (H200, 2026-12-04, 128 x 128 rows, ``2026-12-04-h200-encoder-j/probe-cudagraph.jsonl``): the clone
 variant ran, at 1,655 samples/s against 1,683 for ``blocks``. No speed-up, and the run did not record whether
@@ -38,7 +40,7 @@ from typing import Any
 
 import torch
 
-VARIANTS = ("blocks", "blocks-cpp", "blocks-graphs", "blocks-graphs-clone")
+VARIANTS = ("blocks", "blocks-cpp", "blocks-graphs", "blocks-graphs-clone", "step-graph")
 
 
 class CloneOut(torch.nn.Module):  # type: ignore[misc]
@@ -74,7 +76,10 @@ def measure(
             block.compile(mode=mode, dynamic=False)
         if variant == "blocks-graphs-clone":
             model.blocks[i] = CloneOut(block)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=device == "cuda")
+    graphed = variant == "step-graph"
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=1e-4, fused=device == "cuda", capturable=graphed and device == "cuda"
+    )
     ids = torch.randint(4, cfg.vocab_size, (batch, length), device=device)
     mask = torch.ones(batch, length, dtype=torch.bool, device=device)
     mask[:, -8:] = False  # a padded batch, as most of optimized's bucketed batches are
@@ -82,7 +87,21 @@ def measure(
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     losses: list[float] = []
 
+    if graphed:
+        from dgxperf.train.graphs import GraphedStep
+        from dgxperf.train.parallel import RunContext
+        from dgxperf.train.recipes import OPTIMIZED, apply_overrides
+
+        context = RunContext(0, 0, 1, torch.device(device), None, False)
+        config = apply_overrides(OPTIMIZED, {"cuda_graphs": "true", "compile": "true"})
+        replay = GraphedStep(
+            model, opt, config, context, lambda: torch.autocast(device, dtype=torch.bfloat16)
+        )
+
     def step() -> None:
+        if graphed:
+            losses.append(replay(ids, mask, labels).clone())
+            return
         with torch.autocast(device, dtype=torch.bfloat16):
             loss = F.cross_entropy(model(ids, mask).float(), labels)
         loss.backward()
@@ -97,6 +116,8 @@ def measure(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         began = time.perf_counter()
+        if graphed:
+            replay.prepare([(batch, length, False)])
         for _ in range(6):  # compile, CUDA graph warm-up, recording, first replays
             step()
         sync()
@@ -122,6 +143,7 @@ def measure(
         "first_losses": [round(float(v), 5) for v in losses[:3]],
         "cudagraph_warnings": graph_warnings,
         "cudagraph_skips": counters["inductor"]["cudagraph_skips"],
+        "step_graph": replay.summary() if graphed else None,
         "torch": torch.__version__,
     }
 

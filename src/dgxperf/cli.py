@@ -627,6 +627,10 @@ def train(
         raise typer.Exit(EXIT_OK)
     if device not in ("cuda", "cpu"):
         usage_error(f"--device {device!r}: use cuda or cpu")
+    try:
+        recipes.check_world(config, gpus)
+    except recipes.RecipeError as exc:
+        usage_error(str(exc))
     if device == "cuda":
         from dgxperf.bench.device import gpu_count
 

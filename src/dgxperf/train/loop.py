@@ -22,9 +22,10 @@ from dgxperf import __version__
 from dgxperf.train import checkpoint, parallel
 from dgxperf.train.ema import WeightAverage
 from dgxperf.train.flops import flops_for_batch
+from dgxperf.train.graphs import GraphedStep
 from dgxperf.train.metrics import ThroughputMeter, scores, wilson_interval
 from dgxperf.train.paired import PREDICTIONS_FILE, write_predictions
-from dgxperf.train.recipes import RecipeError, TrainConfig
+from dgxperf.train.recipes import RecipeError, TrainConfig, check_world
 from dgxperf.train.trace import StepProfiler
 from dgxperf.train.warmup import passes_per_shape, run_shapes, union_across_ranks, warm_shapes
 
@@ -234,6 +235,8 @@ def make_optimizer(model: Any, config: TrainConfig, lr: float, context: parallel
     kwargs: dict[str, Any] = {"lr": lr, "betas": (config.beta1, config.beta2), "eps": config.eps}
     if config.fused_optimizer:
         kwargs["fused"] = True
+    if config.cuda_graphs and context.cuda:
+        kwargs["capturable"] = True  # its step keeps its counters on the GPU: no host work to record
     try:
         return torch.optim.AdamW(groups, **kwargs)
     except (
@@ -380,6 +383,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
     from dgxperf.train.model import Encoder, param_count
 
     started_wall = time.perf_counter()
+    check_world(config, context.world_size)
     options.out_dir.mkdir(parents=True, exist_ok=True)
     ckpt_dir = options.out_dir / "checkpoints"
     torch.manual_seed(config.seed)  # identical initial weights on every rank
@@ -480,14 +484,21 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
     log = _MetricsLog(options.out_dir / "metrics.jsonl", context.is_main)
     model.train()
     warmed = None
-    if config.warm_shapes:
-        shapes = run_shapes(sampler, task.train.lengths, config, range(epoch, config.epochs))
-        warmed = warm_shapes(
-            model,
-            union_across_ranks(shapes, context),
-            context,
-            lambda: autocast(config, context),
-            passes=passes_per_shape(config),
+    graphed = (
+        GraphedStep(model, optimizer, config, context, lambda: autocast(config, context))
+        if config.cuda_graphs
+        else None
+    )
+    if config.warm_shapes or graphed is not None:
+        shapes = union_across_ranks(
+            run_shapes(sampler, task.train.lengths, config, range(epoch, config.epochs)), context
+        )
+        warmed = (
+            graphed.prepare(shapes)
+            if graphed is not None
+            else warm_shapes(
+                model, shapes, context, lambda: autocast(config, context), passes=passes_per_shape(config)
+            )
         )
 
     def save_checkpoint() -> None:
@@ -546,19 +557,24 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
                     if full
                     else batch["attention_mask"].to(context.device, non_blocking=config.non_blocking)
                 )
-                last = index == group - 1
-                skip_allreduce = context.distributed and config.no_sync and not last
-                if sharded:
-                    core.set_requires_gradient_sync(not skip_allreduce)
-                sync_ctx = ddp.no_sync() if skip_allreduce and ddp is not None else contextlib.nullcontext()
-                with sync_ctx:
-                    with autocast(config, context):
-                        logits = model(ids, mask)
-                    loss = torch.nn.functional.cross_entropy(
-                        logits.float(), labels, label_smoothing=config.label_smoothing
+                if graphed is not None:  # forward, backward and the optimizer step, replayed
+                    loss = graphed(ids, mask, labels)
+                else:
+                    last = index == group - 1
+                    skip_allreduce = context.distributed and config.no_sync and not last
+                    if sharded:
+                        core.set_requires_gradient_sync(not skip_allreduce)
+                    sync_ctx = (
+                        ddp.no_sync() if skip_allreduce and ddp is not None else contextlib.nullcontext()
                     )
-                    scaled = loss / group
-                    (scaler.scale(scaled) if scaler is not None else scaled).backward()
+                    with sync_ctx:
+                        with autocast(config, context):
+                            logits = model(ids, mask)
+                        loss = torch.nn.functional.cross_entropy(
+                            logits.float(), labels, label_smoothing=config.label_smoothing
+                        )
+                        scaled = loss / group
+                        (scaler.scale(scaled) if scaler is not None else scaled).backward()
                 loss_sum += loss.detach()
                 nonfinite += (~torch.isfinite(loss.detach())).long()
                 window_losses += 1
@@ -571,19 +587,23 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
                     useful_flops=flops.useful,
                 )
                 micro_in_epoch += 1
-            if scaler is not None:
-                scaler.unscale_(optimizer)
-            if config.clip_grad_norm:
-                torch.nn.utils.clip_grad_norm_(core.parameters(), config.clip_grad_norm)
-            if scaler is not None:
-                scaler.step(optimizer)
-                scaler.update()
-            else:
-                optimizer.step()
+            if graphed is None:
+                if scaler is not None:
+                    scaler.unscale_(optimizer)
+                if config.clip_grad_norm:
+                    torch.nn.utils.clip_grad_norm_(core.parameters(), config.clip_grad_norm)
+                if scaler is not None:
+                    scaler.step(optimizer)
+                    scaler.update()
+                else:
+                    optimizer.step()
             if average is not None:
                 average.update()
-            optimizer.zero_grad(set_to_none=True)
+            if graphed is None:
+                optimizer.zero_grad(set_to_none=True)
             schedule.step()
+            if graphed is not None:
+                graphed.schedule_stepped()
             step += 1
             consumed = micro_in_epoch
             meter.step()
@@ -604,7 +624,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
                     last_good = checkpoint.latest(ckpt_dir)
                     raise TrainError(
                         f"the loss became NaN/inf at step {step} (epoch {epoch + 1}); "
-                        f"lower lr (now {schedule.get_last_lr()[0]:.3g}) or use bf16/fp16 with the grad scaler. "
+                        f"lower lr (now {float(schedule.get_last_lr()[0]):.3g}) or use bf16/fp16 with the grad scaler. "
                         + (
                             f"Last good checkpoint: {last_good} (resume with --resume)."
                             if last_good
@@ -617,7 +637,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
                     "total_steps": total_steps,  # validate's progress line shows "step N/total" from it
                     "epoch": epoch + 1,
                     "loss": mean_loss,
-                    "lr": schedule.get_last_lr()[0],
+                    "lr": float(schedule.get_last_lr()[0]),  # a tensor under cuda_graphs
                     **{k: v for k, v in rates.items() if k != "steps"},
                 }
                 if scaler is not None:
@@ -722,6 +742,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
         "lr": lr,
         "steps": step,
         "shape_warmup": warmed,
+        "cuda_graphs": graphed.summary() if graphed is not None else None,
         "profile": profile,
         "epochs": history,
         "test": test,

@@ -117,6 +117,7 @@ class TrainConfig:
     compile_mode: str | None = None
     # Inductor's C++ wrapper: the compiled graph's kernel calls run from generated C++, not Python
     compile_cpp_wrapper: bool = False
+    cuda_graphs: bool = False  # the whole step recorded once per batch shape and replayed (train/graphs.py)
     activation_checkpointing: bool = False
     warm_shapes: bool = False  # one pass per batch shape before the clock starts (train/warmup.py)
     memory_fraction: float | None = None
@@ -225,6 +226,7 @@ class TrainConfig:
             raise RecipeError(
                 "compile_cpp_wrapper=true changes how torch.compile's code runs: set compile=true"
             )
+        self._validate_cuda_graphs()
         if self.task == "files" and not self.train_file:
             raise RecipeError("task=files needs train_file (and optionally dev_file, test_file)")
         if not 0 <= self.dropout < 1 or not 0 <= self.attn_dropout < 1:
@@ -233,6 +235,39 @@ class TrainConfig:
             raise RecipeError(
                 "init_from needs real text: a pretrained vocabulary means nothing to task=synthetic"
             )
+
+    def _validate_cuda_graphs(self) -> None:
+        if not self.cuda_graphs:
+            return
+        # what a replayed step cannot do (train/graphs.py): each clause names what to change
+        refused = [
+            (self.grad_accum > 1, f"grad_accum={self.grad_accum}: one micro-batch a step (set grad_accum=1)"),
+            (
+                self.precision == "fp16",
+                "precision=fp16: its grad scaler reads found_inf on the host (use bf16)",
+            ),
+            (self.fsdp, "fsdp=true: the graph holds whole gradients (set fsdp=false)"),
+            (
+                self.activation_checkpointing,
+                "activation_checkpointing=true: it saves RNG states on the host (set it to false)",
+            ),
+            (
+                self.compile and self.compile_mode in CUDA_GRAPH_MODES,
+                f"compile_mode={self.compile_mode}: torch.compile's own CUDA graphs (leave compile_mode unset)",
+            ),
+        ]
+        reasons = [reason for bad, reason in refused if bad]
+        if reasons:
+            raise RecipeError("cuda_graphs=true records one whole step; it cannot with " + "; ".join(reasons))
+
+
+def check_world(config: TrainConfig, world_size: int) -> None:
+    """What a recipe cannot do with ``world_size`` processes (the CLI asks before it launches torchrun)."""
+    if config.cuda_graphs and world_size > 1:
+        raise RecipeError(
+            f"cuda_graphs=true records one process's whole step; this run has {world_size} processes "
+            "(run it on one GPU, or set cuda_graphs=false)"
+        )
 
 
 BASELINE = TrainConfig(recipe="baseline")

@@ -60,10 +60,16 @@ def passes_per_shape(config: TrainConfig) -> int:
 
 
 def warm_shapes(
-    model: Any, shapes: list[Shape], context: Any, autocast: Callable[[], Any], passes: int = 1
+    model: Any,
+    shapes: list[Shape],
+    context: Any,
+    autocast: Callable[[], Any],
+    passes: int = 1,
+    *,
+    keep_grads: bool = False,
 ) -> dict[str, Any]:
-    """Run each shape through ``model`` ``passes`` times, forward and backward; leave no gradient and every
-    random generator as it was."""
+    """Run each shape through ``model`` ``passes`` times, forward and backward; leave every random generator
+    as it was, and no gradient (``keep_grads``: zeroed gradients, allocated once for a CUDA graph)."""
     import torch
 
     rng = checkpoint.rng_state()
@@ -80,7 +86,10 @@ def warm_shapes(
         labels = torch.zeros(batch, dtype=torch.long, device=context.device)
         torch.nn.functional.cross_entropy(logits.float(), labels).backward()
     for param in model.parameters():
-        param.grad = None
+        if keep_grads and param.grad is not None:
+            param.grad.zero_()
+        else:
+            param.grad = None
     context.sync()
     checkpoint.set_rng_state(rng)
     return {

@@ -1,0 +1,212 @@
+"""Whole-step CUDA graphs (``cuda_graphs=true``): a training step recorded once per batch shape, replayed.
+
+Why: the profiler put ``optimized`` at batch 128 on the host's clock (``2026-12-04-h200-encoder-k``): 1,413
+kernel launches a step, a 10 µs median kernel, the GPU 48% busy in the profiled steps and ~75% over an
+epoch by NVML, so the step follows the VM's CPU. A replayed graph launches the step's kernels with one
+call. torch.compile's own graphs (``compile_mode=reduce-overhead``) crashed with per-block compilation
+(PyTorch #152887), so the step is captured here, whole, around the compiled blocks.
+
+One step is: zero the gradients, forward under autocast, cross-entropy, backward, gradient clipping and
+the optimizer step. For a replay to be that step again, everything it reads or writes between steps has
+a fixed address outside the graphs' memory pool:
+
+- each batch shape has its own static input tensors; a batch is copied into them;
+- gradients are allocated once and zeroed inside the graph, never set to ``None``;
+- the optimizer is ``capturable`` and its learning rates are device tensors, refilled in place after
+  every schedule step; its state is created before the first capture by a step with learning rate 0 (which
+  moves no weight: weight decay scales by 1 - 0 and the moments stay 0), and then reset to step 0.
+
+Every shape's graph shares one memory pool: replays run one at a time on one stream, and the only output
+kept across a replay, the loss, is read (stream-ordered) before the next one.
+
+On the CPU there is nothing to capture: the same step runs eagerly on the same static tensors, which is how
+the CPU tests check this bookkeeping against the ordinary loop, loss for loss. Not supported (the recipe
+refuses them): several processes, gradient accumulation, fp16's grad scaler (its step reads ``found_inf``
+on the host), activation checkpointing (it saves RNG states on the host), FSDP, torch.compile's own graphs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from dgxperf.train.recipes import TrainConfig
+from dgxperf.train.warmup import Shape, warm_shapes
+
+
+@dataclasses.dataclass
+class StaticBatch:
+    """One batch shape's input tensors, at the addresses its graph reads; ``loss`` is the graph's output."""
+
+    ids: Any
+    mask: Any | None
+    labels: Any
+    graph: Any | None = None
+    loss: Any | None = None
+
+
+class GraphedStep:
+    """The training step of :mod:`dgxperf.train.loop`, replayed from a CUDA graph per batch shape."""
+
+    def __init__(
+        self,
+        model: Any,
+        optimizer: Any,
+        config: TrainConfig,
+        context: Any,
+        autocast: Callable[[], Any],
+    ) -> None:
+        import torch
+
+        self.model = model
+        self.optimizer = optimizer
+        self.config = config
+        self.context = context
+        self.autocast = autocast
+        self.capture = bool(context.cuda)
+        self.stream: Any = torch.cuda.Stream(context.device) if self.capture else None
+        self.pool: Any = None
+        self.batches: dict[Shape, StaticBatch] = {}
+        self.grads: list[Any] = []
+        self.params: list[Any] = []
+        self.eager_steps = 0  # steps of a shape met only mid-run: run eagerly, never captured mid-epoch
+        self.seconds = 0.0
+        # The learning rates the captured optimizer step reads: one device tensor per parameter group.
+        # CUDA's fused AdamW reads a tensor lr as float32 (a float lr it takes in double): a relative change
+        # of ~6e-8, so graphed and eager GPU runs are not bit-identical. On the CPU the tensors are float64
+        # and AdamW's arithmetic is the eager loop's: the tests compare the bookkeeping itself, loss for loss.
+        dtype = torch.float32 if self.capture else torch.float64
+        self.lrs = [
+            torch.tensor(float(g["lr"]), dtype=dtype, device=context.device) for g in optimizer.param_groups
+        ]
+        for group, lr in zip(optimizer.param_groups, self.lrs, strict=True):
+            group["lr"] = lr
+
+    # -- before the clock -------------------------------------------------------------------------------
+
+    def prepare(self, shapes: list[Shape]) -> dict[str, Any]:
+        """Warm every shape up (compile it), create gradients and optimizer state, capture each shape;
+        returns the warm-up's record (``warm_shapes``)."""
+        import torch
+
+        began = time.perf_counter()
+        with self._on_side_stream():
+            warmed = warm_shapes(self.model, shapes, self.context, self.autocast, keep_grads=True)
+            self.params = [p for p in self.model.parameters() if p.grad is not None]
+            self.grads = [p.grad for p in self.params]
+            self._create_optimizer_state()
+        for shape in shapes:
+            self.batches[shape] = self._capture(shape)
+        if self.capture:
+            torch.cuda.current_stream(self.context.device).wait_stream(self.stream)
+        self.seconds = time.perf_counter() - began
+        return warmed  # the shape warm-up's record; what was captured is in summary()
+
+    def _on_side_stream(self) -> Any:
+        import torch
+
+        if not self.capture:
+            return contextlib.nullcontext()
+        # capture needs the work before it (lazy cuBLAS set-up, compilation) done on the stream it records
+        self.stream.wait_stream(torch.cuda.current_stream(self.context.device))
+        return torch.cuda.stream(self.stream)
+
+    def _create_optimizer_state(self) -> None:
+        """The optimizer's moments and step counters, allocated before any capture and left at step 0."""
+        import torch
+
+        if all(p in self.optimizer.state and self.optimizer.state[p] for p in self.params):
+            return  # a resumed run's state, loaded from its checkpoint
+        kept = [float(lr) for lr in self.lrs]
+        for lr in self.lrs:
+            lr.zero_()
+        with warnings.catch_warnings():  # "capturable=True but not capturing": this step is meant to be eager
+            warnings.simplefilter("ignore")
+            self.optimizer.step()
+        for lr, value in zip(self.lrs, kept, strict=True):
+            lr.fill_(value)
+        with torch.no_grad():
+            for state in self.optimizer.state.values():
+                for value in state.values():
+                    if isinstance(value, torch.Tensor):
+                        value.zero_()
+
+    def _capture(self, shape: Shape) -> StaticBatch:
+        import torch
+
+        static = self._static_batch(shape)
+        if not self.capture:
+            return static
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.pool, stream=self.stream):
+            static.loss = self._step(static)
+        self.pool = graph.pool()
+        static.graph = graph
+        return static
+
+    # -- the step ---------------------------------------------------------------------------------------
+
+    def _step(self, static: StaticBatch) -> Any:
+        import torch
+
+        torch._foreach_zero_(self.grads)
+        with self.autocast():
+            logits = self.model(static.ids, static.mask)
+        loss = torch.nn.functional.cross_entropy(
+            logits.float(), static.labels, label_smoothing=self.config.label_smoothing
+        )
+        loss.backward()
+        if self.config.clip_grad_norm:
+            torch.nn.utils.clip_grad_norm_(self.params, self.config.clip_grad_norm)
+        self.optimizer.step()
+        return loss.detach()
+
+    def __call__(self, ids: Any, mask: Any | None, labels: Any) -> Any:
+        """One training step on this batch; returns its loss (read it before the next call)."""
+        shape = (int(ids.shape[0]), int(ids.shape[1]), mask is None)
+        static = self.batches.get(shape)
+        if static is None:
+            # Capturing mid-epoch would record while the DataLoader's pinning thread may call CUDA: a shape
+            # the sampler did not announce runs eagerly, on static tensors of its own.
+            static = self.batches[shape] = self._static_batch(shape)
+        static.ids.copy_(ids, non_blocking=True)
+        if static.mask is not None:
+            static.mask.copy_(mask, non_blocking=True)
+        static.labels.copy_(labels, non_blocking=True)
+        if static.graph is None:
+            if self.capture:
+                self.eager_steps += 1
+            return self._step(static)
+        static.graph.replay()
+        return static.loss
+
+    def _static_batch(self, shape: Shape) -> StaticBatch:
+        import torch
+
+        batch, length, full = shape
+        device = self.context.device
+        return StaticBatch(
+            ids=torch.zeros(batch, length, dtype=torch.long, device=device),
+            mask=None if full else torch.ones(batch, length, dtype=torch.bool, device=device),
+            labels=torch.zeros(batch, dtype=torch.long, device=device),
+        )
+
+    def schedule_stepped(self) -> None:
+        """After ``schedule.step()``: the new learning rates into the tensors the graphs read."""
+        for group, lr in zip(self.optimizer.param_groups, self.lrs, strict=True):
+            value = group["lr"]
+            if value is not lr:  # a scheduler that assigns a new value instead of filling the tensor
+                lr.fill_(value)
+                group["lr"] = lr
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "captured": sum(b.graph is not None for b in self.batches.values()),
+            "eager_steps": self.eager_steps,
+            "prepare_seconds": round(self.seconds, 3),
+            "device": "cuda" if self.capture else "cpu (nothing to capture: the step ran eagerly)",
+        }

@@ -1,0 +1,146 @@
+"""Whole-step CUDA graphs (train/graphs.py). There is no GPU here, so nothing is captured: the graphed step
+runs eagerly on its static tensors, and these tests hold its bookkeeping (static inputs, gradients zeroed in
+place, tensor learning rates, the optimizer state made before capture) to the ordinary loop's losses."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from dgxperf.train import recipes
+from dgxperf.train.graphs import GraphedStep
+from dgxperf.train.loop import make_optimizer, make_schedule
+from dgxperf.train.model import Encoder, ModelConfig
+from dgxperf.train.recipes import RecipeError
+from tests.test_schemas import assert_valid
+from tests.train.test_loop import cli, config, overrides, records, run
+
+FAST = {"compile": "false", "num_workers": "0", "epochs": "2"}
+
+
+class _Context:
+    device = torch.device("cpu")
+    cuda = False
+    distributed = False
+
+    def sync(self) -> None:
+        pass
+
+
+def _small() -> tuple[Encoder, Any, Any, GraphedStep]:
+    torch.manual_seed(0)
+    model = Encoder(ModelConfig(vocab_size=40, num_labels=2, max_len=16, layers=1, hidden=8, heads=2, ffn=16))
+    cfg = recipes.apply_overrides(recipes.OPTIMIZED, {"cuda_graphs": "true", "compile": "false"})
+    optimizer = make_optimizer(model, cfg, 1e-2, _Context())  # type: ignore[arg-type]
+    schedule = make_schedule(optimizer, cfg, total_steps=10)
+    return model, optimizer, schedule, GraphedStep(model, optimizer, cfg, _Context(), contextlib.nullcontext)
+
+
+def test_the_graphed_step_trains_exactly_as_the_eager_loop(tmp_path: Path) -> None:
+    """Same seed, with and without: identical loss at every logged step, identical test answers."""
+    plain = run(config("optimized", **FAST), tmp_path / "eager")
+    graphed = run(config("optimized", cuda_graphs="true", **FAST), tmp_path / "graphed")
+    assert [s["loss"] for s in records(tmp_path / "graphed", "step")] == [
+        s["loss"] for s in records(tmp_path / "eager", "step")
+    ]
+    assert [s["lr"] for s in records(tmp_path / "graphed", "step")] == [
+        s["lr"] for s in records(tmp_path / "eager", "step")
+    ]
+    assert (
+        graphed["test"] == plain["test"]
+        and graphed["epochs"][-1]["dev_loss"] == plain["epochs"][-1]["dev_loss"]
+    )
+    assert graphed["cuda_graphs"]["captured"] == 0 and graphed["cuda_graphs"]["device"].startswith("cpu")
+    assert plain["cuda_graphs"] is None
+    assert_valid("train", graphed)
+    assert graphed["shape_warmup"]["shapes"] == plain["shape_warmup"]["shapes"]
+
+
+def test_a_graphed_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
+    """Resumed after epoch 1: the optimizer state comes from the checkpoint (not made afresh at step 0) and
+    the learning rates from the schedule, so epoch 2 and the test come out as in the uninterrupted run."""
+    cfg = config("optimized", cuda_graphs="true", **FAST)
+    whole = run(cfg, tmp_path / "run")
+    checkpoints = tmp_path / "run" / "checkpoints"
+    first = sorted(p.name for p in checkpoints.glob("step-*"))[0]
+    (checkpoints / "latest").write_text(first + "\n")  # back to the end of epoch 1
+    resumed = run(cfg, tmp_path / "run", resume=True)
+    assert resumed["test"] == whole["test"]
+    assert resumed["epochs"][-1]["dev_loss"] == whole["epochs"][-1]["dev_loss"]
+
+
+def test_optimizer_state_is_made_before_capture_and_moves_no_weight() -> None:
+    model, optimizer, schedule, graphed = _small()
+    before = [p.detach().clone() for p in model.parameters()]
+    graphed.prepare([(2, 8, False), (3, 16, True)])
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    states = [optimizer.state[p] for p in graphed.params]
+    assert states and all(float(s["step"]) == 0 for s in states)
+    assert all(not s["exp_avg"].any() and not s["exp_avg_sq"].any() for s in states)
+    assert [float(lr) for lr in graphed.lrs] == schedule.get_last_lr()  # put back after the step at lr 0
+    assert all(g is not None and not g.any() for g in graphed.grads)  # allocated once, zeroed
+    assert sorted(graphed.batches) == [(2, 8, False), (3, 16, True)]
+
+
+def test_schedule_steps_reach_the_tensors_the_graphs_read() -> None:
+    _, optimizer, schedule, graphed = _small()
+    kept = list(graphed.lrs)
+    graphed.prepare([(2, 8, False)])
+    for _ in range(3):
+        graphed(torch.full((2, 8), 5), torch.ones(2, 8, dtype=torch.bool), torch.tensor([0, 1]))
+        schedule.step()
+        graphed.schedule_stepped()
+        assert [float(lr) for lr in graphed.lrs] == pytest.approx([float(v) for v in schedule.get_last_lr()])
+        assert [g["lr"] for g in optimizer.param_groups] == kept and graphed.lrs == kept  # the same tensors
+    optimizer.param_groups[0]["lr"] = 0.5  # a scheduler that assigns a number instead of filling the tensor
+    graphed.schedule_stepped()
+    assert optimizer.param_groups[0]["lr"] is kept[0] and float(kept[0]) == 0.5
+
+
+def test_a_shape_the_sampler_did_not_announce_still_trains() -> None:
+    model, _, _, graphed = _small()
+    graphed.prepare([(2, 8, False)])
+    before = [p.detach().clone() for p in model.parameters()]
+    loss = graphed(torch.full((4, 16), 5), None, torch.tensor([0, 1, 0, 1]))
+    assert torch.isfinite(loss) and (4, 16, True) in graphed.batches
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+
+
+@pytest.mark.parametrize(
+    ("recipe", "fields", "named"),
+    [
+        ("optimized", {"grad_accum": "2"}, "grad_accum=2"),
+        ("optimized", {"precision": "fp16"}, "precision=fp16"),
+        ("optimized", {"fsdp": "true"}, "fsdp=true"),
+        ("optimized", {"activation_checkpointing": "true"}, "activation_checkpointing=true"),
+        (
+            "optimized",
+            {"compile_mode": "reduce-overhead", "compile_scope": "model"},
+            "compile_mode=reduce-overhead",
+        ),
+        ("guide", {}, "grad_accum=2: one micro-batch a step (set grad_accum=1); precision=fp16"),
+    ],
+)
+def test_what_a_replayed_step_cannot_do_is_refused_by_name(
+    recipe: str, fields: dict[str, str], named: str
+) -> None:
+    with pytest.raises(
+        RecipeError, match="cuda_graphs=true records one whole step; it cannot with .*" + re.escape(named)
+    ):
+        recipes.build_config(recipe, overrides={**fields, "cuda_graphs": "true"})
+
+
+def test_several_processes_are_refused_before_torchrun_starts(tmp_path: Path) -> None:
+    result = cli("train", "--recipe", "optimized", "--device", "cpu", "--gpus", "2",
+                 *overrides(cuda_graphs="true", compile="false"), home=tmp_path)  # fmt: skip
+    assert result.returncode == 2
+    assert "cuda_graphs=true records one process's whole step; this run has 2 processes" in result.stderr
+    assert "Traceback" not in result.stderr
+    with pytest.raises(RecipeError, match="this run has 8 processes"):
+        recipes.check_world(recipes.apply_overrides(recipes.OPTIMIZED, {"cuda_graphs": "true"}), 8)
+    recipes.check_world(recipes.OPTIMIZED, 8)  # without graphs, any number
