@@ -94,9 +94,11 @@ def measure(
 
         context = RunContext(0, 0, 1, torch.device(device), None, False)
         config = apply_overrides(OPTIMIZED, {"cuda_graphs": "true", "compile": "true"})
-        replay = GraphedStep(
-            model, opt, config, context, lambda: torch.autocast(device, dtype=torch.bfloat16)
-        )
+
+        def graph_autocast() -> Any:  # as the training loop's captured step: no cast-weight cache
+            return torch.autocast(device, dtype=torch.bfloat16, cache_enabled=False)
+
+        replay = GraphedStep(model, opt, config, context, graph_autocast)
 
     def step() -> None:
         if graphed:

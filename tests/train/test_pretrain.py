@@ -534,7 +534,8 @@ def test_load_pretrained_copies_the_encoder_and_leaves_the_head(pretrained: Pret
         "settings": pretrained.result["settings"],
         "final_loss": pretrained.result["final_loss"],
     }
-    assert info == {"init_from": str(pretrained.folder), "loaded_tensors": len(saved), "pretrain": identity}
+    assert info == {"init_from": str(pretrained.folder), "loaded_tensors": len(saved), "positions": "all",
+                    "pretrain": identity}  # fmt: skip
     assert len(saved) > 10
     state = model.state_dict()
     assert all(torch.equal(state[k], v) for k, v in saved.items())
@@ -568,7 +569,7 @@ def test_load_pretrained_into_a_model_without_a_pooler(pretrained: Pretrained) -
         ),
         ({"layers": 3}, ["layers: pretrained 2, this run 3"]),
         ({"vocab_size": 100}, ["vocab_size: pretrained", "this run 100"]),
-        ({"max_len": 64}, ["max_len: pretrained 128, this run 64"]),
+        ({"max_len": 256}, ["max_len: pretrained 128, this run 256"]),
         ({"pre_ln": False}, ["pre_ln: pretrained True, this run False"]),
     ],
 )
@@ -580,7 +581,24 @@ def test_load_pretrained_refuses_another_architecture(
         load_pretrained(model, pretrained.folder)
     message = str(info.value)
     assert all(text in message for text in named), message
-    assert "pretrain with the same preset, max_len and data" in message
+    assert "pretrain with the same preset, max_len (or a larger one) and data" in message
+
+
+def test_a_shorter_run_takes_the_encoders_first_positions(pretrained: Pretrained) -> None:
+    """An encoder pretrained at 128 fine-tunes at 64 with its first 64 position embeddings, every other
+    weight as saved: one encoder serves a max_len comparison side by side."""
+    import torch
+
+    from dgxperf.train.pretrain import read_encoder
+
+    model = Encoder(dataclasses.replace(model_config_of(pretrained.result), max_len=64))
+    info = load_pretrained(model, pretrained.folder)
+    saved = read_encoder(pretrained.folder)["state"]
+    assert info["positions"] == "first 64 of 128"
+    assert torch.equal(model.pos_emb.weight, saved["pos_emb.weight"][:64])
+    assert torch.equal(model.tok_emb.weight, saved["tok_emb.weight"])
+    whole = Encoder(model_config_of(pretrained.result))
+    assert load_pretrained(whole, pretrained.folder)["positions"] == "all"
 
 
 def test_load_pretrained_refuses_a_missing_or_foreign_folder(pretrained: Pretrained, tmp_path: Path) -> None:

@@ -343,13 +343,15 @@ def averaged(average: WeightAverage | None) -> Any:
     return average.swapped_in() if average is not None else contextlib.nullcontext()
 
 
-def autocast(config: TrainConfig, context: parallel.RunContext) -> Any:
+def autocast(config: TrainConfig, context: parallel.RunContext, *, cache_enabled: bool = True) -> Any:
+    """The recipe's autocast. ``cache_enabled=False`` for a captured step, as PyTorch's CUDA-graph notes
+    ask: no cast weight is kept between the ops of a graph and the eager code around it."""
     import torch
 
     dtype = parallel.autocast_dtype(config)
     if dtype is None:
         return contextlib.nullcontext()
-    return torch.autocast(device_type=context.device.type, dtype=dtype)
+    return torch.autocast(device_type=context.device.type, dtype=dtype, cache_enabled=cache_enabled)
 
 
 # -- the loop --------------------------------------------------------------------------------------------
@@ -485,7 +487,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
     model.train()
     warmed = None
     graphed = (
-        GraphedStep(model, optimizer, config, context, lambda: autocast(config, context))
+        GraphedStep(model, optimizer, config, context, lambda: autocast(config, context, cache_enabled=False))
         if config.cuda_graphs
         else None
     )

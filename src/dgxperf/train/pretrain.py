@@ -59,6 +59,7 @@ HELD_OUT_POINTS = 20
 HEAD_PREFIXES = ("pooler.", "classifier.")
 # Fields that decide the weights' shapes and meaning; fine-tuning must match them.
 SHAPE_FIELDS = ("vocab_size", "max_len", "hidden", "layers", "heads", "ffn", "pre_ln")
+POSITIONS = "pos_emb.weight"
 
 
 class PretrainError(Exception):
@@ -552,24 +553,30 @@ def read_encoder(folder: Path) -> dict[str, Any]:
 def load_pretrained(model: Any, folder: Path) -> dict[str, Any]:
     """Copy a pretrained encoder's weights into ``model`` (the task head keeps its fresh initialisation).
 
-    The architecture must match: a different shape or vocabulary is a PretrainError naming the fields.
-    Returns what the run records about its starting point.
+    The architecture must match: a different shape or vocabulary is a PretrainError naming the fields. The
+    one exception is a run with a smaller max_len than the encoder's: it takes the first max_len position
+    embeddings, all of which were trained, so that one encoder (at 256, say) can be fine-tuned at its own
+    length and at 128 side by side. Returns what the run records about its starting point.
     """
     saved = read_encoder(folder)
     theirs = saved["model_config"]
     ours = model.config.to_json()
+    shorter = isinstance(theirs.get("max_len"), int) and ours["max_len"] < theirs["max_len"]
     differ = [
         f"{f}: pretrained {theirs.get(f)!r}, this run {ours[f]!r}"
         for f in SHAPE_FIELDS
-        if theirs.get(f) != ours[f]
+        if theirs.get(f) != ours[f] and not (f == "max_len" and shorter)
     ]
     if differ:
         raise PretrainError(
             f"init_from={folder}: the pretrained encoder does not fit this run's model ({'; '.join(differ)}); "
-            "pretrain with the same preset, max_len and data"
+            "pretrain with the same preset, max_len (or a larger one) and data"
         )
+    state = dict(saved["state"])
+    if shorter and POSITIONS in state:
+        state[POSITIONS] = state[POSITIONS][: ours["max_len"]]
     try:
-        missing, unexpected = model.load_state_dict(saved["state"], strict=False)
+        missing, unexpected = model.load_state_dict(state, strict=False)
     except RuntimeError as exc:  # a tensor of another shape than its config says: a damaged file
         detail = [line.strip() for line in str(exc).splitlines()[1:] if line.strip()]
         raise PretrainError(
@@ -583,6 +590,7 @@ def load_pretrained(model: Any, folder: Path) -> dict[str, Any]:
     return {
         "init_from": str(folder),
         "loaded_tensors": len(saved["state"]),
+        "positions": f"first {ours['max_len']} of {theirs['max_len']}" if shorter else "all",
         "pretrain": pretrain_identity(folder),
     }
 
