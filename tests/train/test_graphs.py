@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from dgxperf.train import recipes
-from dgxperf.train.graphs import GraphedStep
-from dgxperf.train.loop import make_optimizer, make_schedule
+from dgxperf.train.graphs import CaptureError, GraphedStep
+from dgxperf.train.loop import TrainError, make_optimizer, make_schedule
 from dgxperf.train.model import Encoder, ModelConfig
 from dgxperf.train.recipes import RecipeError
 from tests.test_schemas import assert_valid
@@ -144,3 +144,34 @@ def test_several_processes_are_refused_before_torchrun_starts(tmp_path: Path) ->
     with pytest.raises(RecipeError, match="this run has 8 processes"):
         recipes.check_world(recipes.apply_overrides(recipes.OPTIMIZED, {"cuda_graphs": "true"}), 8)
     recipes.check_world(recipes.OPTIMIZED, 8)  # without graphs, any number
+
+
+def test_a_step_that_cannot_be_recorded_stops_the_run_with_the_shape_and_the_way_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No GPU here, so CUDA's refusal is stood in for: the reason and the batch shape reach the user, and
+    the run stops (a process whose capture failed has CUDA state not to be trusted)."""
+    _, _, _, graphed = _small()
+
+    @contextlib.contextmanager
+    def refusing(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("CUDA error: operation not permitted when stream is capturing\nmore detail")
+        yield
+
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", lambda: object())
+    monkeypatch.setattr(torch.cuda, "graph", refusing)
+    graphed.capture = True
+    with pytest.raises(
+        CaptureError, match=r"batch shape \(2, 8, False\) failed: CUDA error: operation not permitted"
+    ):
+        graphed._capture((2, 8, False))
+
+    def failed(self: GraphedStep, shapes: list[Any]) -> None:
+        raise CaptureError("recording the step for batch shape (32, 16, False) failed: a reason")
+
+    monkeypatch.setattr(GraphedStep, "prepare", failed)
+    with pytest.raises(
+        TrainError,
+        match=r"cuda_graphs=true: recording .* a reason\. Train without it: --set cuda_graphs=false",
+    ):
+        run(config("optimized", cuda_graphs="true", **FAST), tmp_path / "run")

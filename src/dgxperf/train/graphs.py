@@ -38,6 +38,10 @@ from dgxperf.train.recipes import TrainConfig
 from dgxperf.train.warmup import Shape, warm_shapes
 
 
+class CaptureError(Exception):
+    """Recording a step failed: which batch shape, and CUDA's or PyTorch's reason."""
+
+
 @dataclasses.dataclass
 class StaticBatch:
     """One batch shape's input tensors, at the addresses its graph reads; ``loss`` is the graph's output."""
@@ -142,8 +146,12 @@ class GraphedStep:
         if not self.capture:
             return static
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool, stream=self.stream):
-            static.loss = self._step(static)
+        try:
+            with torch.cuda.graph(graph, pool=self.pool, stream=self.stream):
+                static.loss = self._step(static)
+        except RuntimeError as exc:  # an op that cannot be recorded (a host sync, a CPU tensor, ...)
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise CaptureError(f"recording the step for batch shape {shape} failed: {reason[:300]}") from exc
         self.pool = graph.pool()
         static.graph = graph
         return static

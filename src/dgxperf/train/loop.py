@@ -22,7 +22,7 @@ from dgxperf import __version__
 from dgxperf.train import checkpoint, parallel
 from dgxperf.train.ema import WeightAverage
 from dgxperf.train.flops import flops_for_batch
-from dgxperf.train.graphs import GraphedStep
+from dgxperf.train.graphs import CaptureError, GraphedStep
 from dgxperf.train.metrics import ThroughputMeter, scores, wilson_interval
 from dgxperf.train.paired import PREDICTIONS_FILE, write_predictions
 from dgxperf.train.recipes import RecipeError, TrainConfig, check_world
@@ -495,13 +495,17 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
         shapes = union_across_ranks(
             run_shapes(sampler, task.train.lengths, config, range(epoch, config.epochs)), context
         )
-        warmed = (
-            graphed.prepare(shapes)
-            if graphed is not None
-            else warm_shapes(
+        if graphed is not None:
+            try:
+                warmed = graphed.prepare(shapes)
+            except CaptureError as exc:  # the process's CUDA state is not to be trusted after it: stop
+                raise TrainError(
+                    f"cuda_graphs=true: {exc}. Train without it: --set cuda_graphs=false"
+                ) from exc
+        else:
+            warmed = warm_shapes(
                 model, shapes, context, lambda: autocast(config, context), passes=passes_per_shape(config)
             )
-        )
 
     def save_checkpoint() -> None:
         model_state, optimizer_state = parallel.full_state(core, optimizer, sharded=sharded)
