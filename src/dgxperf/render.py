@@ -473,7 +473,9 @@ def profile_line(profile: dict[str, Any]) -> str:
     if profile.get("gpu_lag_ms") is not None:
         parts.append(f"GPU {profile['gpu_lag_ms']:.1f} ms behind the host")
     if profile.get("launches_per_step") is not None:
-        parts.append(f"{profile['launches_per_step']:,.0f} kernel launches a step")
+        graphs = profile.get("graph_launches_per_step")
+        replayed = f" ({graphs:,.0f} of them CUDA-graph replays)" if graphs else ""
+        parts.append(f"{profile['launches_per_step']:,.0f} kernel launches a step{replayed}")
     if profile.get("median_kernel_us") is not None:
         parts.append(f"median kernel {profile['median_kernel_us']:.0f} µs")
     if profile.get("sync_ms_per_step"):

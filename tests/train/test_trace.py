@@ -119,6 +119,7 @@ def test_launches_and_syncs_are_counted_per_step() -> None:
     )
     summary = summarize_trace(trace)
     assert summary["launches_per_step"] == 2  # median of 3 and 1
+    assert summary["graph_launches_per_step"] == 0.5  # median of 0 and 1: a replay counts among launches too
     assert summary["sync_ms_per_step"] == 0.15  # 300 µs over 2 steps
     assert summary["gpu_busy_share"] is None  # no GPU events at all
 
@@ -156,6 +157,7 @@ def test_real_h200_traces_tell_a_host_bound_step_from_a_gpu_bound_one() -> None:
     # optimized at batch 128: the GPU starts each step right after the host, then waits on launches
     assert b128["gpu_lag_ms"] < 2 and b128["gpu_busy_share"] < 0.8
     assert b128["median_kernel_us"] < 30 and b128["launches_per_step"] > 1000
+    assert b128["graph_launches_per_step"] == 0  # no CUDA graphs: every kernel launched on its own
     # Inductor's Python wrappers, all graphs together, lead the host's time
     assert b128["top_cpu_ops"][0]["name"] == "## Call CompiledFxGraph ##"
     assert b128["top_cpu_ops"][0]["self_ms_per_step"] > 15

@@ -14,6 +14,8 @@ Trace Analysis does, so it works on any PyTorch profiler trace (``dgxperf.train.
   for each launch (host bound); tens of ms, the host runs ahead and the GPU is the limit;
 - ``bound``: ``host``, ``gpu`` or ``mixed``, from the two above (:func:`bound`);
 - ``launches_per_step``: kernel launch calls (``cudaLaunchKernel``, ``cuLaunchKernel``, graph launches);
+  ``graph_launches_per_step``: the CUDA-graph replays among them (``cudaGraphLaunch``: one a step when the
+  whole step is a graph, ``cuda_graphs=true``);
   ``median_kernel_us``: how long a kernel runs. Many short kernels and a GPU that waits: launch bound;
 - ``sync_ms_per_step``: host time in ``cuda*Synchronize`` calls: a step that waits on the GPU on purpose;
 - ``top_cpu_ops`` and ``top_kernels``: self time per step of the host's operators, time per step of the
@@ -148,9 +150,11 @@ def summarize_trace(trace: dict[str, Any], drop_last: bool = False) -> dict[str,
     count = len(steps)
     wall = [(e - s) / 1e3 for s, e in steps]
 
-    launches = []
+    launches, graph_launches = [], []
     for s, e in steps:
-        launches.append(sum(1 for a in api if s <= float(a["ts"]) < e and _is_launch(str(a["name"]))))
+        called = [str(a["name"]) for a in api if s <= float(a["ts"]) < e]
+        launches.append(sum(1 for name in called if _is_launch(name)))
+        graph_launches.append(sum(1 for name in called if "GraphLaunch" in name))
     kernel_time: dict[str, float] = defaultdict(float)
     for k in kernels:
         kernel_time[str(k["name"])] += float(k["dur"])
@@ -176,6 +180,7 @@ def summarize_trace(trace: dict[str, Any], drop_last: bool = False) -> dict[str,
         "gpu_lag_ms": lag_ms,
         "bound": bound(busy_share, lag_ms),
         "launches_per_step": statistics.median(launches) if api else None,
+        "graph_launches_per_step": statistics.median(graph_launches) if api else None,
         "median_kernel_us": round(statistics.median(float(k["dur"]) for k in kernels), 2)
         if kernels
         else None,
@@ -260,6 +265,7 @@ COMPARED = (
     "gpu_busy_share",
     "gpu_lag_ms",
     "launches_per_step",
+    "graph_launches_per_step",
     "median_kernel_us",
     "sync_ms_per_step",
 )
