@@ -532,6 +532,36 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
         if config.profile_steps and context.is_main
         else None
     )
+
+    def backward(ids: Any, mask: Any, labels: Any, *, group: int, last: bool) -> Any:
+        """One micro-batch's forward and backward (the eager step); returns its unscaled loss."""
+        skip_allreduce = context.distributed and config.no_sync and not last
+        if sharded:
+            core.set_requires_gradient_sync(not skip_allreduce)
+        sync_ctx = ddp.no_sync() if skip_allreduce and ddp is not None else contextlib.nullcontext()
+        with sync_ctx:
+            with autocast(config, context):
+                logits = model(ids, mask)
+            loss = torch.nn.functional.cross_entropy(
+                logits.float(), labels, label_smoothing=config.label_smoothing
+            )
+            scaled = loss / group
+            (scaler.scale(scaled) if scaler is not None else scaled).backward()
+        return loss
+
+    def optimizer_step() -> None:
+        """The eager step after a group's backward passes: unscale, clip, step, drop the gradients."""
+        if scaler is not None:
+            scaler.unscale_(optimizer)
+        if config.clip_grad_norm:
+            torch.nn.utils.clip_grad_norm_(core.parameters(), config.clip_grad_norm)
+        if scaler is not None:
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
     while epoch < config.epochs and step < total_steps:
         sampler.set_epoch(epoch)
         meter = ThroughputMeter(
@@ -566,21 +596,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
                 if graphed is not None:  # forward, backward and the optimizer step, replayed
                     loss = graphed(ids, mask, labels)
                 else:
-                    last = index == group - 1
-                    skip_allreduce = context.distributed and config.no_sync and not last
-                    if sharded:
-                        core.set_requires_gradient_sync(not skip_allreduce)
-                    sync_ctx = (
-                        ddp.no_sync() if skip_allreduce and ddp is not None else contextlib.nullcontext()
-                    )
-                    with sync_ctx:
-                        with autocast(config, context):
-                            logits = model(ids, mask)
-                        loss = torch.nn.functional.cross_entropy(
-                            logits.float(), labels, label_smoothing=config.label_smoothing
-                        )
-                        scaled = loss / group
-                        (scaler.scale(scaled) if scaler is not None else scaled).backward()
+                    loss = backward(ids, mask, labels, group=group, last=index == group - 1)
                 loss_sum += loss.detach()
                 nonfinite += (~torch.isfinite(loss.detach())).long()
                 window_losses += 1
@@ -594,19 +610,9 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
                 )
                 micro_in_epoch += 1
             if graphed is None:
-                if scaler is not None:
-                    scaler.unscale_(optimizer)
-                if config.clip_grad_norm:
-                    torch.nn.utils.clip_grad_norm_(core.parameters(), config.clip_grad_norm)
-                if scaler is not None:
-                    scaler.step(optimizer)
-                    scaler.update()
-                else:
-                    optimizer.step()
+                optimizer_step()
             if average is not None:
                 average.update()
-            if graphed is None:
-                optimizer.zero_grad(set_to_none=True)
             schedule.step()
             if graphed is not None:
                 graphed.schedule_stepped()
