@@ -67,3 +67,35 @@ def test_the_compile_probe_dry_runs_its_step_graph_variant_on_the_cpu() -> None:
     assert plain["ok"] and graphed["ok"], (plain, graphed)
     assert graphed["first_losses"] == plain["first_losses"]
     assert graphed["step_graph"]["captured"] == 0 and plain["step_graph"] is None
+
+
+def test_summarize_runs_pairs_each_variant_with_its_nearest_reference() -> None:
+    """On committed H200 fine-tunes: every variant against the plain run of its seed, and the mean over seeds;
+    and, for runs that all share a field (SET="max_len=256"), the reference with the fewest differences."""
+    import importlib.util
+    import os
+    import sys
+
+    folder = ROOT / "docs/benchmarks/2026-12-04-h200-encoder-j/seeds"
+    result = subprocess.run(
+        [sys.executable, "scripts/h200/summarize_runs.py", str(folder)], capture_output=True, text=True,
+        cwd=ROOT, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "optimized-s2-lr_layer_decay0.9 vs optimized-s2: -1.32 points" in result.stdout
+    assert "lr_layer_decay=0.9: -0.75 points over 3 pair(s)" in result.stdout
+
+    spec = importlib.util.spec_from_file_location("summarize_runs", ROOT / "scripts/h200/summarize_runs.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    def run(name: str, **variant: object) -> dict[str, object]:
+        return {"run": name, "recipe": "optimized", "seed": 1, "encoder": "e", "variant": variant}
+
+    long, short = run("256", max_len=256), run("128")
+    ema = run("256-ema", max_len=256, ema_decay=0.99)
+    runs = [long, short, ema, run("other-seed", max_len=256) | {"seed": 2}]
+    assert module.reference_of(ema, runs) is long  # not the 128-token run: one field apart, not two
+    assert module.reference_of(long, runs) is short
+    assert module.reference_of(short, runs) is None

@@ -1,0 +1,148 @@
+"""A folder of fine-tunes from capture_seeds.sh (RECIPE-sSEED[-FIELDvalue...] run folders), summed up: each run's
+test accuracy, speed and what it set beyond its recipe, then every variant paired with the plain run of the
+same recipe, seed and encoder that differs from it in the fewest fields (review by review: difference, 95%
+interval, McNemar's exact p), and each variant's mean difference over its seeds. Run as
+
+    PYTHONPATH=src python3 scripts/h200/summarize_runs.py FOLDER [FOLDER ...] [--json]
+
+e.g. on docs/benchmarks/2026-12-04-h200-encoder-j/seeds. A variant's fields are read from each run's recorded
+config (the fields that differ from its recipe's), so the folder names are only labels. A run's reference is
+the run whose fields are a subset of its own with the most fields: with SET="max_len=256" for all and
+max_len=128 for some, a 256-token run with ema_decay pairs with the plain 256-token run, and that one with
+the 128-token run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from dgxperf.train import recipes
+from dgxperf.train.paired import PredictionsError, compare_runs
+
+NOT_A_VARIANT = {"seed", "init_from", "data_dir", "epochs", "profile_steps", "profile_after"}
+
+
+def describe(folder: Path) -> dict[str, Any] | None:
+    """One run's figures, or None for a folder without a finished run."""
+    try:
+        result = json.loads((folder / "result.json").read_text())
+    except (OSError, ValueError):
+        return None
+    config = result.get("config") or {}
+    base = recipes.to_dict(recipes.get_recipe(result["recipe"]))
+    variant = {k: v for k, v in config.items() if k not in NOT_A_VARIANT and base.get(k) != v}
+    epochs = result.get("epochs") or []
+    pretrain = (result.get("init") or {}).get("pretrain") or {}
+    return {
+        "run": folder.name,
+        "folder": str(folder),
+        "recipe": result["recipe"],
+        "seed": config.get("seed"),
+        "encoder": (pretrain.get("sha256") or "")[:12] or None,
+        "variant": variant,
+        "test_accuracy": result["test"]["accuracy"],
+        "samples_per_s": [round(e["samples_per_s"]) for e in epochs if e.get("samples_per_s")],
+        "epoch_seconds": [round(e["epoch_seconds"], 1) for e in epochs],
+        "peak_memory_gb": round(max(e["peak_memory_bytes"] or 0 for e in epochs) / 1e9, 1)
+        if epochs
+        else None,
+        "cuda_graphs": result.get("cuda_graphs"),
+        "bound": (result.get("profile") or {}).get("bound"),
+    }
+
+
+def reference_of(run: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The run of the same recipe, seed and encoder whose fields are a strict subset of ``run``'s, the
+    largest such: the one that differs from it in the fewest fields."""
+    mine = run["variant"].items()
+    candidates = [
+        other
+        for other in runs
+        if (other["recipe"], other["seed"], other["encoder"]) == (run["recipe"], run["seed"], run["encoder"])
+        and other["variant"].items() < mine
+    ]
+    return max(candidates, key=lambda other: len(other["variant"]), default=None)
+
+
+def pairs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each run against its reference (:func:`reference_of`), answer by answer."""
+    out = []
+    for run in runs:
+        reference = reference_of(run, runs)
+        if reference is None:
+            continue
+        change = {k: v for k, v in run["variant"].items() if reference["variant"].get(k) != v}
+        try:
+            compared = compare_runs(Path(run["folder"]), Path(reference["folder"]))
+        except PredictionsError as exc:
+            out.append({"run": run["run"], "against": reference["run"], "change": change, "error": str(exc)})
+            continue
+        speed = (
+            statistics.median(run["samples_per_s"]) / statistics.median(reference["samples_per_s"])
+            if run["samples_per_s"] and reference["samples_per_s"]
+            else None
+        )
+        out.append(
+            {"run": run["run"], "against": reference["run"], "change": change, "speed_ratio": speed}
+            | compared
+        )
+    return out
+
+
+def by_change(paired: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each change's paired differences over its seeds: the mean, and how many pairs."""
+    groups: dict[str, list[float]] = {}
+    for p in paired:
+        if "difference" in p:
+            label = ",".join(f"{k}={v}" for k, v in sorted(p["change"].items()))
+            groups.setdefault(label, []).append(p["difference"])
+    return [
+        {"change": k, "pairs": len(v), "mean_difference": statistics.mean(v)}
+        for k, v in sorted(groups.items())
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("folders", nargs="+", type=Path)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    runs = []
+    for folder in args.folders:
+        if not folder.is_dir():
+            print(f"{folder}: not a folder", file=sys.stderr)
+            return 2
+        runs += [r for child in sorted(folder.iterdir()) if child.is_dir() and (r := describe(child))]
+    if not runs:
+        print("no finished runs (folders with a result.json) there", file=sys.stderr)
+        return 2
+    paired = pairs(runs)
+    if args.json:
+        print(json.dumps({"runs": runs, "pairs": paired, "changes": by_change(paired)}, indent=1))
+        return 0
+    for r in runs:
+        fields = ",".join(f"{k}={v}" for k, v in r["variant"].items()) or "-"
+        print(f"{r['run']:<48} {r['recipe']:<9} seed {r['seed']}  test {100 * r['test_accuracy']:.2f}%  "
+              f"samples/s {r['samples_per_s']}  {fields}")  # fmt: skip
+    for p in paired:
+        if "error" in p:
+            print(f"{p['run']} vs {p['against']}: {p['error']}")
+            continue
+        low, high = p["difference_ci95"]
+        speed = f", speed x{p['speed_ratio']:.2f}" if p["speed_ratio"] else ""
+        print(f"{p['run']} vs {p['against']}: {100 * p['difference']:+.2f} points "
+              f"(95% {100 * low:+.2f} to {100 * high:+.2f}, McNemar p = {p['p_value']:.3g}){speed}")  # fmt: skip
+    for change in by_change(paired):
+        print(
+            f"{change['change']}: {100 * change['mean_difference']:+.2f} points over {change['pairs']} pair(s)"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
