@@ -175,3 +175,26 @@ def test_a_step_that_cannot_be_recorded_stops_the_run_with_the_shape_and_the_way
         match=r"cuda_graphs=true: recording .* a reason\. Train without it: --set cuda_graphs=false",
     ):
         run(config("optimized", cuda_graphs="true", **FAST), tmp_path / "run")
+
+
+def test_the_recorded_step_never_reads_a_value_back_to_the_host() -> None:
+    """A CUDA graph cannot record a host read: `.item()`, `bool(tensor)`, `nonzero` (a shape that depends on
+    values) fail the capture. Every op the step dispatches is listed here, on the CPU, so that a change to the
+    model, the loss or the clipping that adds one fails this test rather than the next GPU session."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    host_reads = {"aten._local_scalar_dense", "aten.item", "aten.nonzero", "aten.is_nonzero", "aten.equal"}
+    seen: set[str] = set()
+
+    class Recorder(TorchDispatchMode):  # type: ignore[misc]
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            seen.add(str(func.overloadpacket))
+            return func(*args, **(kwargs or {}))
+
+    _, _, _, graphed = _small()
+    graphed.prepare([(2, 8, False), (2, 8, True)])
+    for static in graphed.batches.values():
+        with Recorder():
+            graphed._step(static)
+    assert {"aten._fused_adamw_", "aten._foreach_norm", "aten._foreach_zero_"} <= seen  # the whole step ran
+    assert not seen & host_reads, seen & host_reads
