@@ -32,9 +32,10 @@ class _Context:
         pass
 
 
-def _small() -> tuple[Encoder, Any, Any, GraphedStep]:
+def _small(pooling: str = "cls") -> tuple[Encoder, Any, Any, GraphedStep]:
     torch.manual_seed(0)
-    model = Encoder(ModelConfig(vocab_size=40, num_labels=2, max_len=16, layers=1, hidden=8, heads=2, ffn=16))
+    shape = {"layers": 1, "hidden": 8, "heads": 2, "ffn": 16}
+    model = Encoder(ModelConfig(vocab_size=40, num_labels=2, max_len=16, pooling=pooling, **shape))
     cfg = recipes.apply_overrides(recipes.OPTIMIZED, {"cuda_graphs": "true", "compile": "false"})
     optimizer = make_optimizer(model, cfg, 1e-2, _Context())  # type: ignore[arg-type]
     schedule = make_schedule(optimizer, cfg, total_steps=10)
@@ -177,7 +178,8 @@ def test_a_step_that_cannot_be_recorded_stops_the_run_with_the_shape_and_the_way
         run(config("optimized", cuda_graphs="true", **FAST), tmp_path / "run")
 
 
-def test_the_recorded_step_never_reads_a_value_back_to_the_host() -> None:
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_the_recorded_step_never_reads_a_value_back_to_the_host(pooling: str) -> None:
     """A CUDA graph cannot record a host read: `.item()`, `bool(tensor)`, `nonzero` (a shape that depends on
     values) fail the capture. Every op the step dispatches is listed here, on the CPU, so that a change to the
     model, the loss or the clipping that adds one fails this test rather than the next GPU session."""
@@ -191,7 +193,7 @@ def test_the_recorded_step_never_reads_a_value_back_to_the_host() -> None:
             seen.add(str(func.overloadpacket))
             return func(*args, **(kwargs or {}))
 
-    _, _, _, graphed = _small()
+    _, _, _, graphed = _small(pooling)
     graphed.prepare([(2, 8, False), (2, 8, True)])
     for static in graphed.batches.values():
         with Recorder():
