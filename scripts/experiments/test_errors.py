@@ -20,13 +20,13 @@ a recipe from ~85.5% to no more than ~86.3% here; the rest must come from the en
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
 
 from dgxperf.train import data as D
 from dgxperf.train import recipes
+from dgxperf.train.paired import PREDICTIONS_FILE, load_predictions
 
 ROOT = Path(__file__).resolve().parents[2]
 LEARNED = 0.83  # below: a run from scratch or cut short, not a fine-tune of a pretrained encoder
@@ -37,9 +37,8 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=40, help="always-wrong reviews to print")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    runs = [
-        json.loads(p.read_text()) for p in sorted((ROOT / "docs/benchmarks").rglob("test_predictions.json"))
-    ]
+    found = sorted((ROOT / "docs/benchmarks").rglob(PREDICTIONS_FILE))
+    runs = [load_predictions(path.parent) for path in found]  # each checked: gold and answers of one length
     split_hashes = {run["split_hash"] for run in runs}
     if len(split_hashes) != 1:
         raise SystemExit(f"the runs were tested on {len(split_hashes)} different splits")
