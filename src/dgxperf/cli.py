@@ -998,6 +998,7 @@ def validate(
     from dgxperf.report.document import write_report
     from dgxperf.report.validate import Runner, ValidateError, choose_plan
     from dgxperf.store import default_store_path
+    from dgxperf.train.recipes import MODEL_PRESETS
 
     if resume and out is None:
         usage_error("--resume needs --out DIR, the folder of the run to continue")
@@ -1011,8 +1012,8 @@ def validate(
         _validate_report_only(out, json_out)
     if data_dir is not None and not data_dir.is_dir():
         usage_error(f"--data-dir {data_dir}: no such folder")
-    if preset is not None and preset not in ("tiny", "base", "large"):
-        usage_error(f"--preset {preset!r}: choose from tiny, base, large")
+    if preset is not None and preset not in MODEL_PRESETS:
+        usage_error(f"--preset {preset!r}: choose from {', '.join(MODEL_PRESETS)}")
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
     out_dir = out or default_store_path(os.environ).parent / "validate" / stamp
     try:

@@ -129,3 +129,12 @@ def test_diff_lists_only_changed_fields() -> None:
     rows = dict((k, (a, b)) for k, a, b in recipes.diff(recipes.GUIDE, recipes.OPTIMIZED))
     assert rows["precision"] == ("fp16", "bf16")
     assert "lr" not in rows and "preset" not in rows
+
+
+def test_an_unknown_model_preset_is_a_recipe_error_named_like_the_model_presets() -> None:
+    """A misspelt preset used to reach the model builder and end as a 'dgxperf bug' after the data was read."""
+    from dgxperf.train.model import PRESETS
+
+    assert set(recipes.MODEL_PRESETS) == set(PRESETS)
+    with pytest.raises(RecipeError, match="preset='huge': choose from tiny, base, large"):
+        recipes.apply_overrides(recipes.OPTIMIZED, {"preset": "huge"})

@@ -34,6 +34,8 @@ PADDINGS = ("max", "dynamic")
 SCHEDULES = ("linear", "cosine", "constant")
 COMM_HOOKS = ("none", "fp16", "bf16", "powersgd")
 TASKS = ("chnsenticorp", "files", "synthetic")
+# The names of dgxperf.train.model.PRESETS, kept here so that a recipe is checked without importing torch.
+MODEL_PRESETS = ("tiny", "base", "large")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 # torch.compile modes that replay CUDA graphs (CUDAGraph Trees): a function's first call per shape runs
 # eagerly as a warm-up, the second records the graph and the third is the first replay.
@@ -146,6 +148,7 @@ class TrainConfig:
             if value not in allowed:
                 raise RecipeError(f"{field}={value!r}: choose from {', '.join(allowed)}")
 
+        choose("preset", self.preset, MODEL_PRESETS)
         choose("precision", self.precision, PRECISIONS)
         choose("padding", self.padding, PADDINGS)
         choose("schedule", self.schedule, SCHEDULES)
