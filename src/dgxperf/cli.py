@@ -30,6 +30,7 @@ from dgxperf.cli_common import (
     RecipeFileOpt,
     console,
     err_console,
+    make_out_dir,
     parse_sets,
     print_json,
     run_progress,
@@ -644,6 +645,7 @@ def train(
     out_dir = out or home / "train" / f"{stamp}-{config.recipe}"
     if resume and not (out_dir / "checkpoints").exists():
         usage_error(f"--resume: no checkpoints in {out_dir} (give the run's folder with --out)")
+    make_out_dir(out_dir)
     cache_dir = home / "cache"
     ceiling = _measured_gemm_ceiling() if device == "cuda" else None
     display = _TrainDisplay(json_out)
@@ -852,10 +854,7 @@ def grafana(
     """Write a Grafana dashboard with the guides' panels, a Prometheus scrape config and alert rules."""
     from dgxperf.monitor.grafana import write_grafana
 
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        usage_error(f"cannot create {out}: {exc.strerror or exc}")
+    make_out_dir(out)
     paths = write_grafana(out, datasource=datasource, targets=tuple(target or ("localhost:9400",)))
     if json_out:
         print_json({"files": [str(p) for p in paths]})

@@ -32,6 +32,15 @@ def usage_error(message: str) -> NoReturn:
     raise typer.Exit(EXIT_USAGE)
 
 
+def make_out_dir(path: Path) -> Path:
+    """Create a command's output folder up front, so a bad --out is a usage error before any work starts."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        usage_error(f"cannot create {path}: {exc.strerror or exc}")
+    return path
+
+
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
 

@@ -24,6 +24,7 @@ from dgxperf.cli_common import (
     RecipeFileOpt,
     console,
     err_console,
+    make_out_dir,
     parse_sets,
     print_json,
     run_progress,
@@ -129,7 +130,7 @@ def pretrain(
             usage_error("no CUDA GPU is visible (see `dgxperf doctor`); --device cpu pretrains on the CPU")
     home = default_store_path(os.environ).parent
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-    out_dir = out or home / "pretrain" / f"{stamp}-{config.preset}"
+    out_dir = make_out_dir(out or home / "pretrain" / f"{stamp}-{config.preset}")
     progress = _Progress(json_out, epochs)
     try:
         with progress:

@@ -205,8 +205,14 @@ def test_bad_user_data_is_a_usage_error_with_file_and_line(tmp_path: Path) -> No
     assert "bad.jsonl" in result.stderr and ":2" in result.stderr
     assert "Traceback" not in result.stderr
     assert cli("train", "--recipe", "fast", home=tmp_path).returncode == 2
-    huge = cli("train", "--device", "cpu", "--preset", "huge", home=tmp_path)  # checked before the data is read
+    huge = cli(
+        "train", "--device", "cpu", "--preset", "huge", home=tmp_path
+    )  # checked before the data is read
     assert huge.returncode == 2 and "preset='huge': choose from tiny, base, large" in huge.stderr
+    (tmp_path / "a-file").write_text("")
+    under_a_file = cli("train", "--device", "cpu", "--out", str(tmp_path / "a-file" / "run"), home=tmp_path)
+    assert under_a_file.returncode == 2 and "cannot create" in under_a_file.stderr
+    assert "Traceback" not in under_a_file.stderr
     assert (
         cli("train", "--device", "cpu", "--resume", "--out", str(tmp_path / "none"), home=tmp_path).returncode
         == 2

@@ -876,6 +876,14 @@ def test_cli_too_little_text_for_the_batch_exits_2(home: Path, tmp_path: Path) -
     assert result.stdout == ""
 
 
+def test_cli_an_out_folder_that_cannot_be_made_exits_2(home: Path, tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    result = dgxperf(home, *CPU, "--out", str(tmp_path / "a-file" / "encoder"))
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit)
+    assert f"cannot create {tmp_path / 'a-file' / 'encoder'}: Not a directory" in result.stderr
+
+
 def test_cli_epochs_below_one_is_a_usage_error(home: Path) -> None:
     result = dgxperf(home, *CPU, "--epochs", "0")
     assert result.exit_code == 2 and "--epochs" in result.output and "Traceback" not in result.output
