@@ -807,7 +807,11 @@ def exporter(
     interval: Annotated[float, typer.Option("--interval", "-i", help="Seconds between samples.")] = 1.0,
     replay: ReplayOpt = None,
     train_metrics: Annotated[
-        Path | None, typer.Option("--train-metrics", help="A `dgxperf train` metrics.jsonl to export too.")
+        Path | None,
+        typer.Option(
+            "--train-metrics",
+            help="A `dgxperf train` run folder (its --out) or metrics.jsonl to export too; it may appear later.",
+        ),
     ] = None,
     json_out: Annotated[
         bool, typer.Option("--json", help="Once serving, print where and what as a JSON object on stdout.")
@@ -819,6 +823,8 @@ def exporter(
 
     if replay is not None and not replay.exists():
         usage_error(f"cannot read recording {replay}: no such file")
+    if train_metrics is not None:
+        train_metrics = _train_metrics_file(train_metrics)
 
     def factory() -> Any:
         # A recording is served in a loop at the exporter's own pace, so dashboards see a live stream.
@@ -836,6 +842,18 @@ def exporter(
         factory, listen, interval, train_metrics, err_console, on_ready=ready if json_out else None
     )
     raise typer.Exit(code)
+
+
+def _train_metrics_file(path: Path) -> Path:
+    """The file to follow: a run folder means its metrics.jsonl. A missing file is fine (the job may start
+    after the exporter) but a missing folder is a typo that would silently export nothing."""
+    if path.is_dir():
+        path = path / "metrics.jsonl"
+    if not path.parent.is_dir():
+        usage_error(f"--train-metrics {path}: folder {path.parent} does not exist")
+    if not path.exists():
+        err_console.print(f"--train-metrics: {path} does not exist yet; exported once a run writes it")
+    return path
 
 
 @app.command()

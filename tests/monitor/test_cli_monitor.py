@@ -39,13 +39,26 @@ def test_monitor_json_is_the_recording_format_on_stdout(tmp_path: Path) -> None:
 
 
 def test_exporter_json_says_where_it_serves(tmp_path: Path) -> None:
+    """Also: --train-metrics given a run folder follows the metrics.jsonl inside it."""
     import signal
     import subprocess
     import sys
     import urllib.request
 
+    run = tmp_path / "run"
+    run.mkdir()
+    step = {
+        "type": "step",
+        "step": 7,
+        "epoch": 1,
+        "loss": 0.5,
+        "samples_per_s": 10.0,
+        "real_tokens_per_s": 1e3,
+    }
+    (run / "metrics.jsonl").write_text(json.dumps(step) + "\n")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dgxperf", "exporter", "--listen", "127.0.0.1:0", "--replay", str(FIXTURE), "--json"],
+        [sys.executable, "-m", "dgxperf", "exporter", "--listen", "127.0.0.1:0", "--replay", str(FIXTURE), "--json",
+         "--train-metrics", str(run)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
     )  # fmt: skip
     try:
@@ -58,7 +71,8 @@ def test_exporter_json_says_where_it_serves(tmp_path: Path) -> None:
         ready = json.loads(text)
         assert ready["gpus"] == ["NVIDIA H200"] and ready["nvml_available"] is True
         with urllib.request.urlopen(ready["url"], timeout=10) as response:
-            assert "DCGM_FI_DEV_GPU_UTIL" in response.read().decode()
+            body = response.read().decode()
+        assert "DCGM_FI_DEV_GPU_UTIL" in body and 'dgxperf_train_step{Hostname="' in body
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=20)
@@ -102,6 +116,7 @@ def test_grafana_writes_three_files(tmp_path: Path) -> None:
         (["monitor", "--record", "/nonexistent/dir/r.jsonl", "--once"], "does not exist"),
         (["exporter", "--listen", "nonsense:port"], "listen"),
         (["exporter", "--replay", "/nonexistent.jsonl"], "cannot read"),
+        (["exporter", "--train-metrics", "/nonexistent/metrics.jsonl"], "folder /nonexistent does not exist"),
     ],
 )
 def test_bad_input_exits_2(tmp_path: Path, args: list[str], message: str) -> None:
