@@ -88,6 +88,27 @@ def test_optimizer_state_is_made_before_capture_and_moves_no_weight() -> None:
     assert sorted(graphed.batches) == [(2, 8, False), (3, 16, True)]
 
 
+def test_the_rehearsal_keeps_a_loaded_optimizer_state_and_the_random_generators() -> None:
+    """Before capture every shape's step runs once at lr 0 (every kernel of the step, run before it is
+    recorded). A resumed run's optimizer state must come out of it bit for bit, and so must the generators
+    that draw dropout."""
+    model, optimizer, _, graphed = _small()
+    model.train()
+    for p in model.parameters():
+        p.grad = torch.randn_like(p)
+    optimizer.step()  # a state as a checkpoint would bring it: step 1, moments not zero
+    loaded = {p: {k: v.clone() for k, v in optimizer.state[p].items()} for p in optimizer.state}
+    for p in model.parameters():
+        p.grad = None
+    weights = [p.detach().clone() for p in model.parameters()]
+    generator = torch.get_rng_state()
+    graphed.prepare([(2, 8, False), (3, 16, True)])
+    assert torch.equal(torch.get_rng_state(), generator)
+    assert all(torch.equal(a, b) for a, b in zip(weights, model.parameters(), strict=True))
+    for p, state in loaded.items():
+        assert all(torch.equal(optimizer.state[p][k], v) for k, v in state.items())
+
+
 def test_schedule_steps_reach_the_tensors_the_graphs_read() -> None:
     _, optimizer, schedule, graphed = _small()
     kept = list(graphed.lrs)
@@ -165,7 +186,7 @@ def test_a_step_that_cannot_be_recorded_stops_the_run_with_the_shape_and_the_way
     with pytest.raises(
         CaptureError, match=r"batch shape \(2, 8, False\) failed: CUDA error: operation not permitted"
     ):
-        graphed._capture((2, 8, False))
+        graphed._capture((2, 8, False), graphed._static_batch((2, 8, False)))
 
     def failed(self: GraphedStep, shapes: list[Any]) -> None:
         raise CaptureError("recording the step for batch shape (32, 16, False) failed: a reason")

@@ -13,8 +13,9 @@ a fixed address outside the graphs' memory pool:
 - each batch shape has its own static input tensors; a batch is copied into them;
 - gradients are allocated once and zeroed inside the graph, never set to ``None``;
 - the optimizer is ``capturable`` and its learning rates are device tensors, refilled in place after
-  every schedule step; its state is created before the first capture by a step with learning rate 0 (which
-  moves no weight: weight decay scales by 1 - 0 and the moments stay 0), and then reset to step 0.
+  every schedule step; its state is created before the first capture by a rehearsal of each shape's step at
+  learning rate 0 (which moves no weight: weight decay scales by 1 - 0), and then put back (to step 0 for a
+  new run, to the checkpoint's state for a resumed one).
 
 Every shape's graph shares one memory pool: replays run one at a time on one stream, and the only output
 kept across a replay, the loss, is read (stream-ordered) before the next one.
@@ -34,6 +35,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from dgxperf.train import checkpoint
 from dgxperf.train.recipes import TrainConfig
 from dgxperf.train.warmup import Shape, warm_shapes
 
@@ -93,8 +95,8 @@ class GraphedStep:
     # -- before the clock -------------------------------------------------------------------------------
 
     def prepare(self, shapes: list[Shape]) -> dict[str, Any]:
-        """Warm every shape up (compile it), create gradients and optimizer state, capture each shape;
-        returns the warm-up's record (``warm_shapes``)."""
+        """Warm every shape up (compile it), rehearse each shape's step, capture each shape; returns the
+        warm-up's record (``warm_shapes``)."""
         import torch
 
         began = time.perf_counter()
@@ -102,10 +104,12 @@ class GraphedStep:
             warmed = warm_shapes(self.model, shapes, self.context, self.autocast, keep_grads=True)
             self.params = [p for p in self.model.parameters() if p.grad is not None]
             self.grads = [p.grad for p in self.params]
-            self._create_optimizer_state()
-        for shape in shapes:
-            self.batches[shape] = self._capture(shape)
+            for shape in shapes:
+                self.batches[shape] = self._static_batch(shape)
+            self._rehearse([self.batches[shape] for shape in shapes])
         if self.capture:
+            for shape in shapes:
+                self._capture(shape, self.batches[shape])
             torch.cuda.current_stream(self.context.device).wait_stream(self.stream)
         self.seconds = time.perf_counter() - began
         return warmed  # the shape warm-up's record; what was captured is in summary()
@@ -119,32 +123,48 @@ class GraphedStep:
         self.stream.wait_stream(torch.cuda.current_stream(self.context.device))
         return torch.cuda.stream(self.stream)
 
-    def _create_optimizer_state(self) -> None:
-        """The optimizer's moments and step counters, allocated before any capture and left at step 0."""
+    def _rehearse(self, statics: list[StaticBatch]) -> None:
+        """Each shape's step once, eagerly, exactly as it will be recorded but at learning rate 0, as PyTorch's
+        whole-network capture example warms its step up: every kernel of the step (zeroing, the loss,
+        clipping, the fused optimizer) has run on this stream before a capture, and the optimizer state
+        exists at fixed addresses. Nothing the run keeps moves: no weight (AdamW's decay scales by 1 - 0),
+        the optimizer state is put back (zeros for a new run, the checkpoint's for a resumed one), and the
+        random generators are restored, so the dropout masks are the eager loop's."""
         import torch
 
-        if all(p in self.optimizer.state and self.optimizer.state[p] for p in self.params):
-            return  # a resumed run's state, loaded from its checkpoint
-        kept = [float(lr) for lr in self.lrs]
+        kept_state = {
+            p: {k: v.clone() for k, v in state.items() if isinstance(v, torch.Tensor)}
+            for p, state in self.optimizer.state.items()
+            if state
+        }
+        kept_lrs = [float(lr) for lr in self.lrs]
+        rng = checkpoint.rng_state()
         for lr in self.lrs:
             lr.zero_()
-        with warnings.catch_warnings():  # "capturable=True but not capturing": this step is meant to be eager
+        with (
+            warnings.catch_warnings()
+        ):  # "capturable=True but not capturing": these steps are meant to be eager
             warnings.simplefilter("ignore")
-            self.optimizer.step()
-        for lr, value in zip(self.lrs, kept, strict=True):
+            for static in statics:
+                self._step(static)
+        checkpoint.set_rng_state(rng)
+        for lr, value in zip(self.lrs, kept_lrs, strict=True):
             lr.fill_(value)
         with torch.no_grad():
-            for state in self.optimizer.state.values():
-                for value in state.values():
-                    if isinstance(value, torch.Tensor):
+            for param, state in self.optimizer.state.items():
+                for key, value in state.items():
+                    if not isinstance(value, torch.Tensor):
+                        continue
+                    if param in kept_state:
+                        value.copy_(kept_state[param][key])
+                    else:
                         value.zero_()
+            torch._foreach_zero_(self.grads)
+        self.context.sync()
 
-    def _capture(self, shape: Shape) -> StaticBatch:
+    def _capture(self, shape: Shape, static: StaticBatch) -> None:
         import torch
 
-        static = self._static_batch(shape)
-        if not self.capture:
-            return static
         graph = torch.cuda.CUDAGraph()
         try:
             with torch.cuda.graph(graph, pool=self.pool, stream=self.stream):
@@ -154,7 +174,6 @@ class GraphedStep:
             raise CaptureError(f"recording the step for batch shape {shape} failed: {reason[:300]}") from exc
         self.pool = graph.pool()
         static.graph = graph
-        return static
 
     # -- the step ---------------------------------------------------------------------------------------
 
