@@ -34,6 +34,10 @@ export DGXPERF_HOME="$WORK/home"
 rm -rf "$WORK" && mkdir -p "$WORK"
 extra=()
 for field in ${SET:-}; do extra+=(--set "$field"); done
+# Packed again after every run: only 8 files come back from $OUT, and a call cut at its limit still
+# returns the runs it finished.
+pack() { tar czf "$OUT/seeds.tgz.part" --exclude='*.pt' -C "$(dirname "$WORK")" "$(basename "$WORK")" &&
+  mv "$OUT/seeds.tgz.part" "$OUT/seeds.tgz"; }
 python3 -m dgxperf monitor --record "$OUT/monitor-seeds.jsonl" --quiet > "$OUT/monitor-seeds.log" 2>&1 &
 monitor=$!
 for run in $RUNS; do
@@ -48,8 +52,9 @@ for run in $RUNS; do
   echo "exit $? $(date -u +%T)"
   python3 -c "import json, sys; print(json.load(open(sys.argv[1])).get('test'))" "$WORK/$name.json" 2>/dev/null \
     || echo "no result: the run stopped before it wrote one"
+  pack
   (( SECONDS > STOP_AFTER_S )) && break
 done 2>&1 | tee "$OUT/log-seeds.txt"
 kill -TERM "$monitor" 2>/dev/null  # a background job ignores SIGINT; monitor stops cleanly on TERM
 wait "$monitor" 2>/dev/null
-tar czf "$OUT/seeds.tgz" --exclude='*.pt' -C "$(dirname "$WORK")" "$(basename "$WORK")"
+pack
