@@ -8,7 +8,8 @@
 #   OUT=$OUT bash scripts/h200/capture_table.sh       (call 1: pretrain ~390 s + optimized; call 2: guide, baseline)
 # PRETRAIN_EPOCHS (80), EXTRA_TEXT (a file for `pretrain --extra-text`, e.g. .data/peoples-daily-199801.txt
 # from prepare_carry.sh), MASK_SPAN (`pretrain --mask-span`: 10 for SpanBERT's spans), MASK_PROB
-# (`pretrain --mask-prob`: 0.4 for Wettig et al.'s rate) and MAX_LEN (`pretrain --set max_len=N`: rows and
+# (`pretrain --mask-prob`: 0.4 for Wettig et al.'s rate), OBJECTIVE (`pretrain --objective`: electra for
+# replaced-token detection) and MAX_LEN (`pretrain --set max_len=N`: rows and
 # position embeddings of N tokens, 128 x 128 / N rows a step) change the encoder. With MAX_LEN validate
 # does not run (its recipes are 128 tokens): fine-tune with capture_seeds.sh SET="max_len=N";
 # KEEP and RUN move its folders (a new pair starts a new table).
@@ -26,12 +27,13 @@ log="$OUT/log-table.txt"
   if [[ -f "$KEEP/large/encoder.pt" ]]; then
     echo "== encoder kept from an earlier call: $(ls -l --time-style=+%FT%T "$KEEP/large/encoder.pt")"
   else
-    echo "== pretrain ${PRETRAIN_EPOCHS:-80} epochs into $KEEP/large ${EXTRA_TEXT:+with --extra-text $EXTRA_TEXT }${MASK_SPAN:+with --mask-span $MASK_SPAN }${MASK_PROB:+with --mask-prob $MASK_PROB }${MAX_LEN:+with max_len $MAX_LEN}"
+    echo "== pretrain ${PRETRAIN_EPOCHS:-80} epochs into $KEEP/large ${EXTRA_TEXT:+with --extra-text $EXTRA_TEXT }${MASK_SPAN:+with --mask-span $MASK_SPAN }${MASK_PROB:+with --mask-prob $MASK_PROB }${OBJECTIVE:+with --objective $OBJECTIVE }${MAX_LEN:+with max_len $MAX_LEN}"
     pre_args=()
     [[ -f "$KEEP/large/checkpoint.pt" ]] && pre_args=(--resume)
     [[ -n "${EXTRA_TEXT:-}" ]] && pre_args+=(--extra-text "$EXTRA_TEXT")
     [[ -n "${MASK_SPAN:-}" ]] && pre_args+=(--mask-span "$MASK_SPAN")
     [[ -n "${MASK_PROB:-}" ]] && pre_args+=(--mask-prob "$MASK_PROB")
+    [[ -n "${OBJECTIVE:-}" ]] && pre_args+=(--objective "$OBJECTIVE")
     # the same 16,384 tokens a step as at 128 (128 rows), so the same number of steps and lr schedule
     [[ -n "${MAX_LEN:-}" ]] && pre_args+=(--set max_len="$MAX_LEN" --batch-size $((128 * 128 / MAX_LEN)))
     DGXPERF_HOME="$KEEP/home" timeout -s INT $((BUDGET_S - SECONDS)) python3 -m dgxperf pretrain --recipe optimized \

@@ -63,6 +63,14 @@ def pretrain(
             help="Longest masked span: 1 masks single tokens (BERT); 10 masks SpanBERT's spans (mean 3.8).",
         ),
     ] = 1,
+    objective: Annotated[
+        str,
+        typer.Option(
+            "--objective",
+            help="mlm (BERT's masked LM) or electra (a small generator fills the masks, the encoder spots "
+            "replaced tokens).",
+        ),
+    ] = "mlm",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the weights, masks and row order.")] = 0,
     extra_text: Annotated[
         Path | None,
@@ -117,7 +125,7 @@ def pretrain(
         config = recipes.build_config(recipe, yaml_file=config_file, overrides=overrides)
         settings = PretrainSettings(
             epochs=epochs, lr=lr, batch_size=batch_size, mask_prob=mask_prob, mask_span=mask_span, seed=seed,
-            extra_text=str(extra_text) if extra_text is not None else None,
+            extra_text=str(extra_text) if extra_text is not None else None, objective=objective,
         )  # fmt: skip
         settings.validate()
         check_config(config)

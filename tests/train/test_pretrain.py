@@ -273,6 +273,7 @@ def test_token_stream_of_a_real_sized_split() -> None:
         ("mask_span", 33, "mask_span=33 must be 1"),
         ("warmup_share", 1.0, r"warmup_share=1.0 must be in \[0, 1\)"),
         ("warmup_share", -0.1, "warmup_share=-0.1 must be in"),
+        ("objective", "bert", "objective='bert': choose from mlm, electra"),
     ],
 )
 def test_settings_validate_refuses(field: str, value: Any, message: str) -> None:
@@ -371,6 +372,67 @@ def test_span_masking_pretrains_and_is_recorded(home: Path, tmp_path: Path) -> N
     assert all(math.isfinite(x) for x in losses) and losses[-1] < losses[0]
 
 
+def test_electra_pretrains_its_discriminator_and_keeps_only_it(home: Path, tmp_path: Path) -> None:
+    """Replaced-token detection: the generator (a quarter of the width) fills the masks, the discriminator
+    learns to spot its samples, and encoder.pt holds the discriminator, which fine-tuning loads."""
+    settings = dataclasses.replace(SETTINGS, objective="electra")
+    folder = tmp_path / "electra"
+    result = pretrain(config(), settings, folder, home / "cache", device="cpu")
+    assert_valid("pretrain.v1.json", result)
+    assert result["settings"]["objective"] == "electra"
+    generator, model = result["generator"], result["model"]
+    assert (generator["hidden"], generator["layers"], generator["ffn"]) == (
+        16,
+        2,
+        64,
+    )  # tiny: 64 x 2, ffn 256
+    assert generator["params"] < model["params"]
+    epochs = result["epochs"]
+    replaced = [e["discriminator_loss"] for e in epochs]
+    # At most 15% of positions are replaced, so always answering "original" scores the binary entropy of
+    # 0.15 (0.423 nats) or less; the seeded run goes 0.46 -> 0.33.
+    assert replaced[-1] < replaced[0] and replaced[-1] < 0.423
+    assert all(e["loss"] == pytest.approx(e["generator_loss"] + 50 * e["discriminator_loss"]) for e in epochs)
+    dev = [e["dev_loss"] for e in epochs]
+    assert all(math.isfinite(x) for x in dev) and dev[-1] < dev[0]
+    saved = read_encoder(folder)
+    assert saved["model_config"]["hidden"] == 64
+    assert set(saved["state"]) == {
+        k for k in Encoder(model_config_of(result)).state_dict() if not k.startswith(HEAD_PREFIXES)
+    }
+    fresh = Encoder(model_config_of(result))
+    assert load_pretrained(fresh, folder)["pretrain"]["settings"]["objective"] == "electra"
+
+
+def test_electra_corrupts_only_masked_positions_with_plain_sampled_tokens() -> None:
+    from dgxperf.train.electra import corrupt
+
+    ids = batch_with_specials(rows=64, length=32)
+    _, targets = mask_tokens(ids, VOCAB, 0.3, torch.Generator().manual_seed(0))
+    logits = torch.randn(64, 32, VOCAB, generator=torch.Generator().manual_seed(1))
+    corrupted, replaced = corrupt(ids, targets, logits, torch.Generator().manual_seed(2))
+    masked = targets != -100
+    assert torch.equal(corrupted[~masked], ids[~masked])  # unmasked positions untouched
+    assert bool((corrupted[masked] >= FIRST_PLAIN_ID).all())  # never a special token
+    assert torch.equal(replaced, (corrupted != ids).float())
+    again, _ = corrupt(ids, targets, logits, torch.Generator().manual_seed(2))
+    assert torch.equal(again, corrupted)  # seeded
+    # a confident generator is sampled as it predicts: samples equal to the original are not "replaced"
+    sure = torch.full((64, 32, VOCAB), -30.0).scatter_(2, ids.clamp(min=FIRST_PLAIN_ID).unsqueeze(-1), 30.0)
+    copied, flagged = corrupt(ids, targets, sure, torch.Generator().manual_seed(3))
+    plain = masked & (ids >= FIRST_PLAIN_ID)
+    assert torch.equal(copied[plain], ids[plain]) and not bool(flagged[plain].any())
+
+
+def test_electra_generator_is_a_quarter_of_the_width() -> None:
+    from dgxperf.train.electra import generator_config
+
+    large = generator_config(preset("large", vocab_size=3635, num_labels=2, max_len=128))
+    assert (large.hidden, large.heads, large.ffn, large.layers) == (256, 4, 1024, 24)
+    tiny = generator_config(preset("tiny", vocab_size=50, num_labels=2, max_len=32))
+    assert tiny.hidden % tiny.heads == 0 and tiny.hidden == 16
+
+
 def test_the_encoder_file_holds_the_encoder_without_its_head(pretrained: Pretrained) -> None:
     saved = torch.load(pretrained.folder / ENCODER_FILE, map_location="cpu", weights_only=True)
     assert set(saved) == {"schema", "model_config", "state"} and saved["schema"] == ENCODER_SCHEMA
@@ -458,13 +520,15 @@ class Interrupt:
             raise KeyboardInterrupt
 
 
+@pytest.mark.parametrize("objective", ["mlm", "electra"])
 def test_resume_after_an_interruption_gives_the_run_that_never_stopped(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, objective: str
 ) -> None:
-    """Weights, optimizer, schedule, the row and mask generators and dropout's RNG all come back: the
-    resumed run's losses and encoder equal, to the bit, those of a run that was never stopped."""
+    """Weights, optimizer, schedule, the row, mask (and ELECTRA's sample) generators and dropout's RNG all
+    come back: the resumed run's losses and encoder equal, to the bit, those of a run that was never
+    stopped."""
     fake_data(monkeypatch)
-    settings = dataclasses.replace(SETTINGS, epochs=4, batch_size=4)
+    settings = dataclasses.replace(SETTINGS, epochs=4, batch_size=4, objective=objective)
     whole = pretrain(config(), settings, tmp_path / "whole", tmp_path / "c", device="cpu", checkpoint_every=1)
     assert whole["resumed_at_epoch"] is None and not (tmp_path / "whole" / CHECKPOINT_FILE).exists()
     with pytest.raises(KeyboardInterrupt):
@@ -475,6 +539,9 @@ def test_resume_after_an_interruption_gives_the_run_that_never_stopped(
                        resume=True)  # fmt: skip
     assert resumed["resumed_at_epoch"] == 2 and len(resumed["epochs"]) == 4
     assert [e["loss"] for e in resumed["epochs"]] == [e["loss"] for e in whole["epochs"]]
+    assert [e.get("discriminator_loss") for e in resumed["epochs"]] == [
+        e.get("discriminator_loss") for e in whole["epochs"]
+    ]
     a, b = (read_encoder(tmp_path / name)["state"] for name in ("whole", "cut"))
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert not (tmp_path / "cut" / CHECKPOINT_FILE).exists()  # removed once the encoder is written
@@ -849,6 +916,7 @@ BAD = [
     (["--mask-prob", "0"], "mask_prob=0.0 must be in (0, 1)"),
     (["--mask-prob", "1"], "mask_prob=1.0 must be in (0, 1)"),
     (["--mask-span", "0"], "mask_span=0 must be 1 (single tokens) to 32"),
+    (["--objective", "bert"], "objective='bert': choose from mlm, electra"),
 ]
 
 

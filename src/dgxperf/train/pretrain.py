@@ -54,6 +54,8 @@ CHECKPOINT_SCHEMA = "dgxperf.pretrain-checkpoint/1"
 SPAN_GEOMETRIC_P = 0.2  # SpanBERT's span-length law (Joshi et al., 2020)
 MAX_MASK_SPAN = 32
 HELD_OUT_SEED_OFFSET = 1  # the held-out masks' generator: a seed of its own, not training's
+SAMPLE_SEED_OFFSET = 2  # ELECTRA's replacement samples: their own generator, apart from the masks'
+OBJECTIVES = ("mlm", "electra")
 HELD_OUT_POINTS = 20
 # The task head is not pretrained: fine-tuning starts it from its usual initialisation.
 HEAD_PREFIXES = ("pooler.", "classifier.")
@@ -86,6 +88,8 @@ class PretrainSettings:
     seed: int = 0
     # Unlabeled text to pretrain on besides the training split (one passage per line): read_extra_text.
     extra_text: str | None = None
+    # "mlm": BERT's masked LM; "electra": replaced-token detection (dgxperf.train.electra).
+    objective: str = "mlm"
 
     def validate(self) -> None:
         if self.epochs < 1:
@@ -102,6 +106,8 @@ class PretrainSettings:
             )
         if not 0 <= self.warmup_share < 1:
             raise PretrainError(f"warmup_share={self.warmup_share} must be in [0, 1)")
+        if self.objective not in OBJECTIVES:
+            raise PretrainError(f"objective={self.objective!r}: choose from {', '.join(OBJECTIVES)}")
 
 
 def check_config(config: TrainConfig) -> None:
@@ -222,12 +228,17 @@ def mask_tokens(
     return inputs, torch.where(pick, ids, torch.full_like(ids, -100))
 
 
-def mlm_logits(model: Any, inputs: Any) -> Any:
-    """Token logits ``[B, L, vocab]`` of the encoder's blocks, through the tied token embeddings."""
+def encoder_states(model: Any, inputs: Any) -> Any:
+    """The encoder's last hidden states ``[B, L, hidden]`` of full rows (no padding mask), after ``ln_f``."""
     x = model.drop(model.emb_ln(model.tok_emb(inputs) + model.pos_emb.weight[: inputs.shape[1]]))
     for block in model.blocks:
         x = block(x, None)
-    return model.ln_f(x) @ model.tok_emb.weight.T
+    return model.ln_f(x)
+
+
+def mlm_logits(model: Any, inputs: Any) -> Any:
+    """Token logits ``[B, L, vocab]`` of the encoder's blocks, through the tied token embeddings."""
+    return encoder_states(model, inputs) @ model.tok_emb.weight.T
 
 
 def mlm_loss(model: Any, inputs: Any, targets: Any) -> Any:
@@ -285,6 +296,35 @@ def held_out_loss(model: Any, batches: list[tuple[Any, Any]], autocast: Any) -> 
             predicted += (targets != -100).sum()
     model.train()
     return float(total) / max(1, int(predicted))
+
+
+def held_out_replaced_token_loss(
+    models: Any, batches: list[tuple[Any, Any]], autocast: Any, seed: int
+) -> float | None:
+    """ELECTRA's held-out measure: the discriminator's replaced-token loss (mean over every position) on the
+    held-out rows, corrupted by the generator's samples from a generator seeded the same at every
+    measurement; dropout off."""
+    import torch
+    import torch.nn.functional as F
+
+    from dgxperf.train.electra import corrupt
+
+    if not batches:
+        return None
+    device = batches[0][0].device
+    sample_rng = torch.Generator(device=device).manual_seed(seed)
+    total = torch.zeros((), device=device)
+    positions = 0
+    models.eval()
+    with torch.no_grad(), autocast:
+        for inputs, targets in batches:
+            ids = torch.where(targets != -100, targets, inputs)
+            corrupted, replaced = corrupt(ids, targets, mlm_logits(models.generator, inputs), sample_rng)
+            logits = models.head(encoder_states(models.discriminator, corrupted)).float()
+            total += F.binary_cross_entropy_with_logits(logits, replaced, reduction="sum")
+            positions += replaced.numel()
+    models.train()
+    return float(total) / max(1, positions)
 
 
 def pretrain(
@@ -364,10 +404,16 @@ def _pretrain(
             f"of {row}; lower --batch-size"
         )
     parallel.set_precision_flags(config)
-    model = Encoder(model_config).to(context.device)
-    model.train()
+    model = Encoder(model_config)
+    electra = settings.objective == "electra"
+    if electra:
+        from dgxperf.train.electra import ElectraModels, electra_losses
+
+    # What the optimizer trains: the encoder, or ELECTRA's generator, discriminator (the encoder) and head.
+    trained = (ElectraModels(model) if electra else model).to(context.device)
+    trained.train()
     optimizer = torch.optim.AdamW(
-        model.parameters(), lr=settings.lr, betas=(0.9, 0.98), weight_decay=0.01, fused=context.cuda
+        trained.parameters(), lr=settings.lr, betas=(0.9, 0.98), weight_decay=0.01, fused=context.cuda
     )
     total = steps_per_epoch * settings.epochs
     warm = max(1, round(total * settings.warmup_share))
@@ -380,9 +426,18 @@ def _pretrain(
         if dtype is not None
         else contextlib.nullcontext()
     )
-    loss_fn = torch.compile(mlm_loss) if config.compile else mlm_loss
+    if electra:
+        from dgxperf.train.electra import generator_loss_and_logits, replaced_token_loss
+
+        generator_step = (
+            torch.compile(generator_loss_and_logits) if config.compile else generator_loss_and_logits
+        )
+        discriminator_step = torch.compile(replaced_token_loss) if config.compile else replaced_token_loss
+    else:
+        loss_fn = torch.compile(mlm_loss) if config.compile else mlm_loss
     cpu_rng = torch.Generator().manual_seed(settings.seed)
     mask_rng = torch.Generator(device=context.device).manual_seed(settings.seed)
+    sample_rng = torch.Generator(device=context.device).manual_seed(settings.seed + SAMPLE_SEED_OFFSET)
     stream = stream.to(context.device)
     dev_batches = held_out_batches(
         task.dev, row, settings.batch_size, model_config.vocab_size, settings, context.device
@@ -398,11 +453,13 @@ def _pretrain(
     earlier_seconds = 0.0
     if resume:
         saved = _read_checkpoint(out_dir / CHECKPOINT_FILE, identity)
-        model.load_state_dict(saved["model"])
+        trained.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
         schedule.load_state_dict(saved["schedule"])
         cpu_rng.set_state(saved["cpu_rng"])
         mask_rng.set_state(saved["mask_rng"])
+        if electra:
+            sample_rng.set_state(saved["sample_rng"])
         checkpoint.set_rng_state(saved["rng"])
         epochs = list(saved["epochs"])
         earlier_seconds = float(saved["seconds"])
@@ -413,25 +470,34 @@ def _pretrain(
         rows = stream[shift : shift + rows_per_epoch * row].view(rows_per_epoch, row)
         rows = rows[torch.randperm(rows_per_epoch, generator=cpu_rng).to(context.device)]
         loss_sum = torch.zeros((), device=context.device)
+        parts_sum = torch.zeros(2, device=context.device)  # ELECTRA: generator, discriminator
         for step in range(steps_per_epoch):
             batch = rows[step * settings.batch_size : (step + 1) * settings.batch_size]
             inputs, targets = mask_tokens(
                 batch, model_config.vocab_size, settings.mask_prob, mask_rng, settings.mask_span
             )
             with autocast:
-                loss = loss_fn(model, inputs, targets)
+                if electra:
+                    loss, generator_loss, discriminator_loss = electra_losses(
+                        trained, batch, inputs, targets, sample_rng, generator_step, discriminator_step
+                    )
+                    parts_sum += torch.stack([generator_loss, discriminator_loss])
+                else:
+                    loss = loss_fn(model, inputs, targets)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            torch.nn.utils.clip_grad_norm_(trained.parameters(), 1.0)
             optimizer.step()
             schedule.step()
             loss_sum += loss.detach()
         mean = float(loss_sum) / steps_per_epoch  # one host sync per epoch
         if not math.isfinite(mean):
             raise PretrainError(
-                f"the masked-LM loss became {mean} in epoch {epoch}: lower the learning rate (--lr)"
+                f"the {'ELECTRA' if electra else 'masked-LM'} loss became {mean} in epoch {epoch}: "
+                "lower the learning rate (--lr)"
             )
         seconds = time.perf_counter() - start
+        measure = epoch % held_out_every(settings.epochs) == 0 or epoch == settings.epochs
         record = {
             "type": "pretrain_epoch",
             "epoch": epoch,
@@ -439,14 +505,21 @@ def _pretrain(
             "loss": mean,
             # on the dev texts, which training never sees: where it stops falling, more epochs memorise
             "dev_loss": (
-                held_out_loss(model, dev_batches, autocast)
-                if epoch % held_out_every(settings.epochs) == 0 or epoch == settings.epochs
-                else None
+                None
+                if not measure
+                else held_out_replaced_token_loss(
+                    trained, dev_batches, autocast, settings.seed + HELD_OUT_SEED_OFFSET
+                )
+                if electra
+                else held_out_loss(model, dev_batches, autocast)
             ),
             "seconds": seconds,
             "tokens_per_s": steps_per_epoch * settings.batch_size * row / seconds,
             "lr": schedule.get_last_lr()[0],
         }
+        if electra:
+            generator_mean, discriminator_mean = (float(x) / steps_per_epoch for x in parts_sum.tolist())
+            record["generator_loss"], record["discriminator_loss"] = generator_mean, discriminator_mean
         epochs.append(record)
         if checkpoint_every and epoch % checkpoint_every == 0 and epoch < settings.epochs:
             with atomic_write(out_dir / CHECKPOINT_FILE) as handle:
@@ -454,11 +527,12 @@ def _pretrain(
                     {
                         "schema": CHECKPOINT_SCHEMA,
                         **identity,
-                        "model": model.state_dict(),
+                        "model": trained.state_dict(),
                         "optimizer": optimizer.state_dict(),
                         "schedule": schedule.state_dict(),
                         "cpu_rng": cpu_rng.get_state(),
                         "mask_rng": mask_rng.get_state(),
+                        "sample_rng": sample_rng.get_state(),
                         "rng": checkpoint.rng_state(),
                         "epochs": epochs,
                         "seconds": earlier_seconds + time.perf_counter() - began,
@@ -481,6 +555,11 @@ def _pretrain(
         "settings": dataclasses.asdict(settings),
         "recipe": config.recipe,
         "model": {**model_config.to_json(), "params": param_count(model)},
+        "generator": (
+            {**trained.generator.config.to_json(), "params": param_count(trained.generator)}
+            if electra
+            else None
+        ),
         "data": prepared.data_info,
         "extra_text": extra_info,
         "device": torch.cuda.get_device_name(context.device) if context.cuda else "cpu",
