@@ -410,7 +410,9 @@ def test_electra_corrupts_only_masked_positions_with_plain_sampled_tokens() -> N
     ids = batch_with_specials(rows=64, length=32)
     _, targets = mask_tokens(ids, VOCAB, 0.3, torch.Generator().manual_seed(0))
     logits = torch.randn(64, 32, VOCAB, generator=torch.Generator().manual_seed(1))
+    kept = logits.clone()
     corrupted, replaced = corrupt(ids, targets, logits, torch.Generator().manual_seed(2))
+    assert torch.equal(logits, kept)  # the generator's logits are read, never written
     masked = targets != -100
     assert torch.equal(corrupted[~masked], ids[~masked])  # unmasked positions untouched
     assert bool((corrupted[masked] >= FIRST_PLAIN_ID).all())  # never a special token

@@ -94,8 +94,9 @@ def corrupt(ids: Any, targets: Any, logits: Any, generator: Any) -> tuple[Any, A
 
     from dgxperf.train.tokenizer import CLS_ID, PAD_ID, SEP_ID, UNK_ID
 
-    scores = logits.float()
-    scores[..., : max(PAD_ID, CLS_ID, SEP_ID, UNK_ID) + 1] = -math.inf  # never sample a special token
+    specials = torch.arange(max(PAD_ID, CLS_ID, SEP_ID, UNK_ID) + 1, device=logits.device)
+    # out of place: the logits may share storage with the generator's loss graph
+    scores = logits.float().index_fill(-1, specials, -math.inf)  # never sample a special token
     noise = torch.rand(scores.shape, generator=generator, device=scores.device).clamp_(1e-10, 1 - 1e-7)
     sampled = (scores - torch.log(-torch.log(noise))).argmax(dim=-1)
     corrupted = torch.where(targets != -100, sampled, ids)
