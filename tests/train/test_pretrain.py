@@ -47,6 +47,7 @@ from dgxperf.train.pretrain import (
     mlm_logits,
     pretrain,
     pretrain_identity,
+    probe_every,
     read_encoder,
     span_cover,
     span_lengths,
@@ -128,6 +129,10 @@ def test_held_out_batches_are_fixed_and_leave_training_randomness_alone() -> Non
         [[CLS_ID, FIRST_PLAIN_ID, SEP_ID]], [0], max_len=64, truncated_share=0.0
     )
     assert held_out_batches(short, 32, 4, VOCAB, settings, "cpu") == []
+
+
+def test_the_probe_runs_about_four_times_a_run() -> None:
+    assert [probe_every(n) for n in (1, 2, 4, 80, 83)] == [1, 1, 1, 20, 20]
 
 
 def test_held_out_loss_is_measured_about_twenty_times_a_run() -> None:
@@ -359,6 +364,10 @@ def test_pretrain_writes_the_folder_and_learns(pretrained: Pretrained) -> None:
     dev = [e["dev_loss"] for e in epochs]
     assert all(math.isfinite(x) for x in dev) and dev[-1] < dev[0] < math.log(vocab) + 1
     assert result["final_dev_loss"] == dev[-1]
+    # a linear probe of the frozen encoder after each epoch here (every epochs // 4, and the last)
+    probes = [e["probe"] for e in epochs]
+    assert all(0.5 <= p["dev_accuracy"] <= 1 and 0.5 <= p["train_accuracy"] <= 1 for p in probes)
+    assert result["final_probe"] == probes[-1]
     assert result["total_seconds"] >= sum(e["seconds"] for e in epochs)
     assert load_tokenizer(folder / TOKENIZER_FILE).vocab_size == vocab
 

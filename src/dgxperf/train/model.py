@@ -296,6 +296,30 @@ class Encoder(nn.Module):  # type: ignore[misc]
         _draw_normal(block.attn.proj.weight, residual_std, generator)
         _draw_normal(block.mlp.fc2.weight, residual_std, generator)
 
+    def pooled(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None, pooling: str | None = None
+    ) -> torch.Tensor:
+        """The encoder's summary of each sequence ``[B, hidden]``, before the pooler and classifier: the
+        last hidden state at [CLS] or the mean over real tokens (``pooling``, default the config's).
+        ``attention_mask`` as in :meth:`forward`."""
+        _, length = input_ids.shape
+        if length > self.config.max_len:
+            raise ValueError(f"sequence length {length} exceeds the model's max_len {self.config.max_len}")
+        mask = None
+        if attention_mask is not None:
+            mask = attention_mask.to(torch.bool)[:, None, None, :]  # [B, 1, 1, L]: block padded keys
+        x = self.tok_emb(input_ids) + self.pos_emb.weight[:length]
+        x = self.drop(self.emb_ln(x))
+        for block in self.blocks:
+            x = block(x, mask)
+        x = self.ln_f(x)
+        if (pooling or self.config.pooling) == "mean":
+            if attention_mask is None:
+                return x.mean(dim=1)
+            weights = attention_mask.to(x.dtype)[:, :, None]
+            return (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+        return x[:, 0]
+
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Logits ``[B, num_labels]`` (float32) for ``input_ids [B, L]``, [CLS] at position 0.
 
@@ -316,25 +340,7 @@ class Encoder(nn.Module):  # type: ignore[misc]
         The logits are returned in float32 so the loss is computed in fp32 whatever precision the
         caller applied; for [B, num_labels] the cast costs nothing.
         """
-        _, length = input_ids.shape
-        if length > self.config.max_len:
-            raise ValueError(f"sequence length {length} exceeds the model's max_len {self.config.max_len}")
-        mask = None
-        if attention_mask is not None:
-            mask = attention_mask.to(torch.bool)[:, None, None, :]  # [B, 1, 1, L]: block padded keys
-        x = self.tok_emb(input_ids) + self.pos_emb.weight[:length]
-        x = self.drop(self.emb_ln(x))
-        for block in self.blocks:
-            x = block(x, mask)
-        x = self.ln_f(x)
-        if self.config.pooling == "mean":
-            if attention_mask is None:
-                cls = x.mean(dim=1)
-            else:
-                weights = attention_mask.to(x.dtype)[:, :, None]
-                cls = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
-        else:
-            cls = x[:, 0]
+        cls = self.pooled(input_ids, attention_mask)
         if self.pooler is not None:
             cls = torch.tanh(self.pooler(cls))
         return self.classifier(self.head_drop(cls)).float()

@@ -57,6 +57,7 @@ HELD_OUT_SEED_OFFSET = 1  # the held-out masks' generator: a seed of its own, no
 SAMPLE_SEED_OFFSET = 2  # ELECTRA's replacement samples: their own generator, apart from the masks'
 OBJECTIVES = ("mlm", "electra")
 HELD_OUT_POINTS = 20
+PROBE_POINTS = 4  # linear probes a run (dgxperf.train.probe), the last after the last epoch
 # The task head is not pretrained: fine-tuning starts it from its usual initialisation.
 HEAD_PREFIXES = ("pooler.", "classifier.")
 # Fields that decide the weights' shapes and meaning; fine-tuning must match them.
@@ -276,6 +277,12 @@ def held_out_every(epochs: int) -> int:
     return max(1, epochs // HELD_OUT_POINTS)
 
 
+def probe_every(epochs: int) -> int:
+    """Probe the encoder every this many epochs (and after the last): about four probes a run, each a
+    forward pass over the training and dev texts and a logistic regression (seconds on a GPU)."""
+    return max(1, epochs // PROBE_POINTS)
+
+
 def held_out_loss(model: Any, batches: list[tuple[Any, Any]], autocast: Any) -> float | None:
     """Masked-LM loss over the held-out batches (mean over their predicted tokens), dropout off."""
     import torch
@@ -378,6 +385,7 @@ def _pretrain(
 
     from dgxperf.train.loop import RunOptions, prepare_data
     from dgxperf.train.model import Encoder, param_count
+    from dgxperf.train.probe import linear_probe
 
     began = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -520,6 +528,12 @@ def _pretrain(
         if electra:
             generator_mean, discriminator_mean = (float(x) / steps_per_epoch for x in parts_sum.tolist())
             record["generator_loss"], record["discriminator_loss"] = generator_mean, discriminator_mean
+        # the representation itself: a logistic regression on frozen features, no fine-tuning seed
+        record["probe"] = (
+            linear_probe(model, task.train, task.dev, context.device, autocast)
+            if epoch % probe_every(settings.epochs) == 0 or epoch == settings.epochs
+            else None
+        )
         epochs.append(record)
         if checkpoint_every and epoch % checkpoint_every == 0 and epoch < settings.epochs:
             with atomic_write(out_dir / CHECKPOINT_FILE) as handle:
@@ -570,6 +584,7 @@ def _pretrain(
         "epochs": epochs,
         "final_loss": epochs[-1]["loss"],
         "final_dev_loss": epochs[-1].get("dev_loss"),
+        "final_probe": epochs[-1]["probe"],
         "tokens_per_s_steady": statistics.median(steady),
         "total_seconds": earlier_seconds + time.perf_counter() - began,
         "resumed_at_epoch": resumed_at,
