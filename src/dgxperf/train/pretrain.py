@@ -450,6 +450,13 @@ def _pretrain(
     dev_batches = held_out_batches(
         task.dev, row, settings.batch_size, model_config.vocab_size, settings, context.device
     )
+
+    def held_out() -> float | None:
+        if electra:
+            seed = settings.seed + HELD_OUT_SEED_OFFSET
+            return held_out_replaced_token_loss(trained, dev_batches, autocast, seed)
+        return held_out_loss(model, dev_batches, autocast)
+
     epochs: list[dict[str, Any]] = []
     identity = {  # what a checkpoint must match to be resumed: anything that changes the weights' path
         "settings": dataclasses.asdict(settings),
@@ -505,22 +512,14 @@ def _pretrain(
                 "lower the learning rate (--lr)"
             )
         seconds = time.perf_counter() - start
-        measure = epoch % held_out_every(settings.epochs) == 0 or epoch == settings.epochs
+        last = epoch == settings.epochs
         record = {
             "type": "pretrain_epoch",
             "epoch": epoch,
             "epochs": settings.epochs,
             "loss": mean,
             # on the dev texts, which training never sees: where it stops falling, more epochs memorise
-            "dev_loss": (
-                None
-                if not measure
-                else held_out_replaced_token_loss(
-                    trained, dev_batches, autocast, settings.seed + HELD_OUT_SEED_OFFSET
-                )
-                if electra
-                else held_out_loss(model, dev_batches, autocast)
-            ),
+            "dev_loss": held_out() if epoch % held_out_every(settings.epochs) == 0 or last else None,
             "seconds": seconds,
             "tokens_per_s": steps_per_epoch * settings.batch_size * row / seconds,
             "lr": schedule.get_last_lr()[0],
@@ -531,7 +530,7 @@ def _pretrain(
         # the representation itself: a logistic regression on frozen features, no fine-tuning seed
         record["probe"] = (
             linear_probe(model, task.train, task.dev, context.device, autocast)
-            if epoch % probe_every(settings.epochs) == 0 or epoch == settings.epochs
+            if epoch % probe_every(settings.epochs) == 0 or last
             else None
         )
         epochs.append(record)
