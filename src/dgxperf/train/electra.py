@@ -24,7 +24,7 @@ from typing import Any
 
 from torch import nn
 
-from dgxperf.train.model import ModelConfig
+from dgxperf.train.model import Encoder, ModelConfig
 
 DISCRIMINATOR_WEIGHT = 50.0  # ELECTRA's lambda
 GENERATOR_DIVISOR = 4  # the generator's width: a quarter of the discriminator's (ELECTRA-Large: 256 of 1024)
@@ -59,8 +59,6 @@ class ElectraModels(nn.Module):  # type: ignore[misc]
 
     def __init__(self, discriminator: Any) -> None:
         super().__init__()
-        from dgxperf.train.model import Encoder
-
         self.discriminator = discriminator
         self.generator = Encoder(generator_config(discriminator.config))
         self.head = ReplacedTokenHead(discriminator.config.hidden)
