@@ -307,6 +307,7 @@ def test_pretrain_phase_gives_every_recipe_one_encoder_and_init_from_reuses_it(t
     phases = {p["name"]: p for p in data["phases"]}
     assert [p["name"] for p in data["phases"]][:4] == ["doctor", "bench", "pretrain", "train"]
     assert phases["pretrain"]["state"] == "ok" and "2 epochs, masked-LM loss" in phases["pretrain"]["note"]
+    assert "% on dev" in phases["pretrain"]["note"] and 0 <= data["pretrain"]["probe_dev_accuracy"] <= 1
     assert "fine-tuned from the pretrained encoder" in phases["train"]["note"]
     pretrained = data["pretrain"]
     assert pretrained["epochs"] == 2 and pretrained["loss_last"] < pretrained["loss_first"]
@@ -314,7 +315,11 @@ def test_pretrain_phase_gives_every_recipe_one_encoder_and_init_from_reuses_it(t
     assert (encoder / "encoder.pt").is_file() and (encoder / "tokenizer.json").is_file()
     for recipe, run in data["recipes"].items():
         assert run["config"]["init_from"] == str(encoder), recipe
-    assert "fine-tuned from one encoder pretrained here" in Path(data["report_md"]).read_text()
+    report = Path(data["report_md"]).read_text()
+    assert (
+        "fine-tuned from one encoder pretrained here" in report
+        and "A linear probe of the frozen encoder" in report
+    )
 
     # The same encoder again, without pretraining: the phase is skipped and says where the weights come from.
     again = run_validate(tmp_path, "--out", str(tmp_path / "again"), "--init-from", str(encoder), *small,

@@ -329,6 +329,7 @@ def _start(result: Mapping[str, Any]) -> str:
             f"training texts: {pretrained.get('epochs')} epochs, loss {_num(pretrained.get('loss_first'), '{:.2f}')}"
             f" -> {_num(pretrained.get('loss_last'), '{:.2f}')}, {_num(pretrained.get('total_seconds'))} s "
             "(the pretrain phase; not counted in the recipes' epoch times)."
+            + _probe_sentence(pretrained.get("probe_dev_accuracy"))
         )
     if plan.get("init_from"):
         return (
@@ -337,6 +338,15 @@ def _start(result: Mapping[str, Any]) -> str:
     if plan.get("pretrain_epochs"):
         return "Pretraining was asked for but gave no encoder (see the phase table): every recipe started from scratch."
     return "Every recipe started from scratch (--pretrain-epochs N pretrains one encoder for all first)."
+
+
+def _probe_sentence(accuracy: float | None) -> str:
+    if accuracy is None:
+        return ""
+    return (
+        f" A linear probe of the frozen encoder (a logistic regression on its mean features) scored "
+        f"{accuracy:.1%} on dev."
+    )
 
 
 # -- Markdown -------------------------------------------------------------------------------------------------

@@ -482,11 +482,14 @@ class Runner:
             "tokens_per_epoch": result.get("tokens_per_epoch"),
             "tokens_per_s_steady": result.get("tokens_per_s_steady"),
             "total_seconds": result.get("total_seconds"),
+            "probe_dev_accuracy": (result.get("final_probe") or {}).get("dev_accuracy"),
         }
         p = self.data["pretrain"]
+        probe = p["probe_dev_accuracy"]
         return (
             f"{p['epochs']} epochs, masked-LM loss {p['loss_first']:.2f} -> {p['loss_last']:.2f}, "
             f"{p['tokens_per_s_steady'] or 0:,.0f} tokens/s"
+            + (f", linear probe {probe:.1%} on dev" if probe is not None else "")
         )
 
     def encoder(self) -> str | None:
