@@ -14,7 +14,7 @@
 # does not run (its recipes are 128 tokens): fine-tune with capture_seeds.sh SET="max_len=N";
 # KEEP and RUN move its folders (a new pair starts a new table). VALIDATE=no stops after the pretraining, for
 # fine-tunes through capture_seeds.sh in the same call:
-#   OUT=$OUT VALIDATE=no BUDGET_S=430 bash scripts/h200/capture_table.sh; OUT=$OUT RUNS=... bash scripts/h200/capture_seeds.sh
+#   OUT=$OUT VALIDATE=no BUDGET_S=450 bash scripts/h200/capture_table.sh; OUT=$OUT RUNS=... bash scripts/h200/capture_seeds.sh
 set -uo pipefail
 OUT="${OUT:?set OUT}"
 BUDGET_S="${BUDGET_S:-570}"
@@ -43,8 +43,10 @@ log="$OUT/log-table.txt"
     echo "pretrain exit $? at ${SECONDS} s"
   fi
   left=$((BUDGET_S - SECONDS))
-  if [[ "${VALIDATE:-yes}" == no ]]; then
+  if [[ "${VALIDATE:-yes}" == no && -f "$KEEP/large/encoder.pt" ]]; then
     echo "== VALIDATE=no: the encoder is left in $KEEP/large for capture_seeds.sh"
+  elif [[ "${VALIDATE:-yes}" == no ]]; then
+    echo "== VALIDATE=no: no encoder in $KEEP/large (the pretraining did not finish; its checkpoint resumes next call)"
   elif [[ -n "${MAX_LEN:-}" ]]; then
     echo "== MAX_LEN=$MAX_LEN: no validate (its recipes are 128 tokens); fine-tune with capture_seeds.sh SET=max_len=$MAX_LEN"
   elif [[ -f "$KEEP/large/encoder.pt" && $left -gt 90 ]]; then

@@ -628,10 +628,9 @@ def train(
         raise typer.Exit(EXIT_OK)
     if device not in ("cuda", "cpu"):
         usage_error(f"--device {device!r}: use cuda or cpu")
-    try:
-        recipes.check_world(config, gpus)
-    except recipes.RecipeError as exc:
-        usage_error(str(exc))
+    config, world_note = recipes.for_world(config, gpus)
+    if world_note:
+        err_console.print(f"note: {world_note}", highlight=False)
     if device == "cuda":
         from dgxperf.bench.device import gpu_count
 

@@ -51,6 +51,7 @@ def test_guides_recipe_is_launch_bound() -> None:
     assert "steal" not in suggestion["why"]
     assert f"~{100 / util:.1f}x" in suggestion["expected_effect"]
     assert any("compile=true" in a for a in suggestion["actions"])
+    assert any("cuda_graphs=true" in a for a in suggestion["actions"])  # dgxperf's own graphs, measured
     assert any("fused=True" in a for a in suggestion["actions"])
     assert any("profile_steps=10" in a for a in suggestion["actions"])  # the trace that confirms it
 

@@ -12,6 +12,7 @@ import pytest
 
 from dgxperf.report import document, validate
 from dgxperf.report.validate import ValidateError, ValidatePlan, ablation_variants, choose_plan
+from dgxperf.train import recipes
 
 ROOT = Path(__file__).resolve().parents[2]
 H200_RESULT = ROOT / "tests" / "data" / "h200" / "validate" / "validate-large-2epochs.json"
@@ -398,3 +399,11 @@ def test_h200_answers_are_for_the_split_this_machine_makes() -> None:
     assert answers["split_hash"] == task.split_hash
     assert answers["labels"] == list(task.labels)
     assert answers["gold"] == [task.labels.index(example.label) for example in task.test]
+
+
+def test_every_ablation_variant_is_a_recipe_that_builds() -> None:
+    """A variant changes its reference only where it says, so its fields must build a valid recipe: a
+    field the reference turns on later (cuda_graphs, which fp16's scaler cannot run under) must be
+    switched off in the variants it conflicts with, or validate's ablation would refuse a run."""
+    for variant in validate.ABLATION:
+        recipes.build_config(variant.recipe, overrides=dict(variant.fields))

@@ -21,9 +21,10 @@ Every shape's graph shares one memory pool: replays run one at a time on one str
 kept across a replay, the loss, is read (stream-ordered) before the next one.
 
 On the CPU there is nothing to capture: the same step runs eagerly on the same static tensors, which is how
-the CPU tests check this bookkeeping against the ordinary loop, loss for loss. Not supported (the recipe
-refuses them): several processes, gradient accumulation, fp16's grad scaler (its step reads ``found_inf``
-on the host), activation checkpointing (it saves RNG states on the host), FSDP, torch.compile's own graphs.
+the CPU tests check this bookkeeping against the ordinary loop, loss for loss. With several processes each
+runs the eager step (``recipes.for_world``: DDP's all-reduce is not recorded). Not supported (the recipe
+refuses them): gradient accumulation, fp16's grad scaler (its step reads ``found_inf`` on the host),
+activation checkpointing (it saves RNG states on the host), FSDP, torch.compile's own graphs.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ import dataclasses
 import json
 import math
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -25,7 +26,7 @@ from dgxperf.train.flops import flops_for_batch
 from dgxperf.train.graphs import CaptureError, GraphedStep
 from dgxperf.train.metrics import ThroughputMeter, scores, wilson_interval
 from dgxperf.train.paired import PREDICTIONS_FILE, write_predictions
-from dgxperf.train.recipes import RecipeError, TrainConfig, check_world
+from dgxperf.train.recipes import RecipeError, TrainConfig, for_world
 from dgxperf.train.trace import StepProfiler
 from dgxperf.train.warmup import passes_per_shape, run_shapes, union_across_ranks, warm_shapes
 
@@ -385,7 +386,9 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
     from dgxperf.train.model import Encoder, param_count
 
     started_wall = time.perf_counter()
-    check_world(config, context.world_size)
+    config, world_note = for_world(config, context.world_size)  # torchrun started by hand: note it here
+    if world_note and context.is_main:
+        print(f"note: {world_note}", file=sys.stderr, flush=True)
     options.out_dir.mkdir(parents=True, exist_ok=True)
     ckpt_dir = options.out_dir / "checkpoints"
     torch.manual_seed(config.seed)  # identical initial weights on every rank

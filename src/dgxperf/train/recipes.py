@@ -264,13 +264,20 @@ class TrainConfig:
             raise RecipeError("cuda_graphs=true records one whole step; it cannot with " + "; ".join(reasons))
 
 
-def check_world(config: TrainConfig, world_size: int) -> None:
-    """What a recipe cannot do with ``world_size`` processes (the CLI asks before it launches torchrun)."""
+def for_world(config: TrainConfig, world_size: int) -> tuple[TrainConfig, str | None]:
+    """The recipe as ``world_size`` processes run it, and a note when that differs from ``config``.
+
+    A replayed CUDA graph holds one process's whole step; DDP's all-reduce is not recorded into it here, so
+    with several processes ``cuda_graphs=true`` falls back to the eager step (the recorded config says so)
+    rather than refusing: a recipe that turns graphs on still runs on a whole node.
+    """
     if config.cuda_graphs and world_size > 1:
-        raise RecipeError(
-            f"cuda_graphs=true records one process's whole step; this run has {world_size} processes "
-            "(run it on one GPU, or set cuda_graphs=false)"
+        note = (
+            f"cuda_graphs=true records one process's whole step; the {world_size} processes run the eager "
+            "step instead (the result's config says cuda_graphs=false)"
         )
+        return dataclasses.replace(config, cuda_graphs=False), note
+    return config, None
 
 
 BASELINE = TrainConfig(recipe="baseline")
