@@ -1,6 +1,7 @@
 """The project's own shell scripts (set-up, CI, GPU capture, Slurm) pass shellcheck, and every script that
 runs on a lent GPU machine keeps NVLink multicast off."""
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -84,6 +85,16 @@ def test_summarize_runs_pairs_each_variant_with_its_nearest_reference() -> None:
     assert result.returncode == 0, result.stderr[-2000:]
     assert "optimized-s2-lr_layer_decay0.9 vs optimized-s2: -1.32 points" in result.stdout
     assert "lr_layer_decay=0.9: -0.75 points over 3 pair(s)" in result.stdout
+    assert re.search(r"vs optimized-s2: -1\.32 points .*step losses at most 0\.\d+ apart over \d+ logged steps",
+                     result.stdout)  # fmt: skip
+    # the graphed step is the eager one, replayed: on the H200 every logged loss came out the same
+    graphs = ROOT / "docs/benchmarks/2026-12-05-h200-cuda-graphs"
+    result = subprocess.run(
+        [sys.executable, "scripts/h200/summarize_runs.py", str(graphs)], capture_output=True, text=True,
+        cwd=ROOT, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )  # fmt: skip
+    assert "vs optimized-s1: +0.00 points" in result.stdout
+    assert "speed x1.60, step losses at most 0 apart over 6 logged steps" in result.stdout
 
     spec = importlib.util.spec_from_file_location("summarize_runs", ROOT / "scripts/h200/summarize_runs.py")
     assert spec is not None and spec.loader is not None

@@ -1,7 +1,8 @@
 """A folder of fine-tunes from capture_seeds.sh (RECIPE-sSEED[-FIELDvalue...] run folders), summed up: each run's
 test accuracy, speed and what it set beyond its recipe, then every variant paired with the plain run of the
 same recipe, seed and encoder that differs from it in the fewest fields (review by review: difference, 95%
-interval, McNemar's exact p), and each variant's mean difference over its seeds. Run as
+interval, McNemar's exact p; how far apart the logged step losses are), and each variant's mean difference
+over its seeds. Run as
 
     PYTHONPATH=src python3 scripts/h200/summarize_runs.py FOLDER [FOLDER ...] [--json]
 
@@ -56,6 +57,25 @@ def describe(folder: Path) -> dict[str, Any] | None:
     }
 
 
+def step_losses(folder: Path) -> dict[int, float]:
+    """The logged training loss at each logged step (metrics.jsonl), or nothing when the file is missing."""
+    try:
+        lines = (folder / "metrics.jsonl").read_text().splitlines()
+    except OSError:
+        return {}
+    records = (json.loads(line) for line in lines if line.strip())
+    return {r["step"]: r["loss"] for r in records if r.get("type") == "step" and r.get("loss") is not None}
+
+
+def loss_gap(run: Path, reference: Path) -> dict[str, Any]:
+    """How far two runs' logged losses are apart at the steps both logged: a variant meant to compute the
+    same step (cuda_graphs) should be ~0; one that changes the training shows how soon it departs."""
+    mine, theirs = step_losses(run), step_losses(reference)
+    steps = sorted(set(mine) & set(theirs))
+    gaps = [abs(mine[s] - theirs[s]) for s in steps]
+    return {"steps_compared": len(steps), "step_loss_max_abs_diff": max(gaps) if gaps else None}
+
+
 def reference_of(run: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The run of the same recipe, seed and encoder whose fields are a strict subset of ``run``'s, the
     largest such: the one that differs from it in the fewest fields."""
@@ -90,6 +110,7 @@ def pairs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         out.append(
             {"run": run["run"], "against": reference["run"], "change": change, "speed_ratio": speed}
             | compared
+            | loss_gap(Path(run["folder"]), Path(reference["folder"]))
         )
     return out
 
@@ -135,8 +156,13 @@ def main() -> int:
             continue
         low, high = p["difference_ci95"]
         speed = f", speed x{p['speed_ratio']:.2f}" if p["speed_ratio"] else ""
+        gap = (
+            f", step losses at most {p['step_loss_max_abs_diff']:.2g} apart over {p['steps_compared']} logged steps"
+            if p["steps_compared"]
+            else ""
+        )
         print(f"{p['run']} vs {p['against']}: {100 * p['difference']:+.2f} points "
-              f"(95% {100 * low:+.2f} to {100 * high:+.2f}, McNemar p = {p['p_value']:.3g}){speed}")  # fmt: skip
+              f"(95% {100 * low:+.2f} to {100 * high:+.2f}, McNemar p = {p['p_value']:.3g}){speed}{gap}")  # fmt: skip
     for change in by_change(paired):
         print(
             f"{change['change']}: {100 * change['mean_difference']:+.2f} points over {change['pairs']} pair(s)"
