@@ -11,6 +11,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from dgxperf.cli_common import note_emulated_bf16
+from dgxperf.hw import host
 from dgxperf.hw.nvml import nvml_session
 from dgxperf.results import NA
 
@@ -167,3 +169,29 @@ def test_version_schema_and_help(tmp_path: Path):
 def test_console_script_is_installed():
     script = Path(sys.executable).with_name("dgxperf")
     assert script.exists(), "install with ./dgx test (pip install -e .)"
+
+
+@pytest.mark.parametrize(
+    ("device", "precision", "native", "said"),
+    [
+        ("cpu", "bf16", False, True),
+        ("cpu", "bf16", True, False),
+        ("cpu", "bf16", None, False),  # cannot tell: say nothing
+        ("cpu", "fp32", False, False),
+        ("cuda", "bf16", False, False),
+    ],
+)
+def test_a_cpu_run_in_emulated_bf16_is_told_how_to_run_faster(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    device: str,
+    precision: str,
+    native: bool | None,
+    said: bool,
+) -> None:
+    monkeypatch.setattr(host, "native_bf16", lambda root=Path("/"): native)
+    note_emulated_bf16(device, precision)
+    captured = capsys.readouterr()
+    text = " ".join(captured.err.split())  # Rich wraps at the terminal's width
+    assert ("no native bf16" in text and "--set precision=fp32" in text) is said
+    assert captured.out == ""  # stdout stays the --json document's

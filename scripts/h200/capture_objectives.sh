@@ -4,7 +4,8 @@
 #   OUT=$OUT bash scripts/h200/capture_objectives.sh
 # Each objective pretrains preset large for EPOCHS (32; probes after epochs 8, 16, 24, 32) from the same
 # seed, one after the other, with what is left of BUDGET_S (560) split between them. Results:
-# $OUT/pretrain-mlm.json, $OUT/pretrain-electra.json, and the log.
+# $OUT/pretrain-mlm.json, $OUT/pretrain-electra.json (empty for a run cut at its limit), each run's
+# epochs-OBJECTIVE.jsonl (every finished epoch, probes included) and the log.
 set -uo pipefail
 OUT="${OUT:?set OUT}"
 EPOCHS="${EPOCHS:-32}"
@@ -23,11 +24,13 @@ export DGXPERF_HOME=/tmp/dgxperf-objectives
       --epochs "$EPOCHS" --objective "$objective" --checkpoint-every 0 --out "/tmp/objectives/$objective" \
       --json > "$OUT/pretrain-$objective.json"
     echo "exit $? at $SECONDS s"
+    # epochs.jsonl is written as each epoch ends: a run cut at its limit still shows its probes
+    cp "/tmp/objectives/$objective/epochs.jsonl" "$OUT/epochs-$objective.jsonl" 2>/dev/null
     python3 -c 'import json, sys
-d = json.load(open(sys.argv[1]))
-for e in d["epochs"]:
+for e in map(json.loads, open(sys.argv[1])):
     if e.get("probe"):
         print(e["epoch"], "loss", round(e["loss"], 3), "dev_loss", e["dev_loss"], "probe dev", e["probe"]["dev_accuracy"])' \
-      "$OUT/pretrain-$objective.json" 2>/dev/null || echo "no result"
+      "$OUT/epochs-$objective.jsonl" 2>/dev/null
+    [[ -s "$OUT/epochs-$objective.jsonl" ]] || echo "no epoch finished"
   done
 } 2>&1 | tee "$OUT/log-objectives.txt"

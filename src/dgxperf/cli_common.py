@@ -32,6 +32,18 @@ def usage_error(message: str) -> NoReturn:
     raise typer.Exit(EXIT_USAGE)
 
 
+def note_emulated_bf16(device: str, precision: str) -> None:
+    """Say so when a CPU run asks for bf16 and the CPU has none of its own: it still runs, only slowly."""
+    from dgxperf.hw.host import native_bf16
+
+    if device == "cpu" and precision == "bf16" and native_bf16() is False:
+        err_console.print(
+            "note: this CPU has no native bf16 (no avx512_bf16, amx_bf16 or bf16 in /proc/cpuinfo), so bf16 "
+            "autocast runs several times slower here; --set precision=fp32 runs faster",
+            highlight=False,
+        )
+
+
 def make_out_dir(path: Path) -> Path:
     """Create a command's output folder up front, so a bad --out is a usage error before any work starts."""
     try:

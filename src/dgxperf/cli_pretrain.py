@@ -25,6 +25,7 @@ from dgxperf.cli_common import (
     console,
     err_console,
     make_out_dir,
+    note_emulated_bf16,
     parse_sets,
     print_json,
     run_progress,
@@ -136,6 +137,7 @@ def pretrain(
 
         if gpu_count() == 0:
             usage_error("no CUDA GPU is visible (see `dgxperf doctor`); --device cpu pretrains on the CPU")
+    note_emulated_bf16(device, config.precision)
     home = default_store_path(os.environ).parent
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
     out_dir = make_out_dir(out or home / "pretrain" / f"{stamp}-{config.preset}")
@@ -152,7 +154,7 @@ def pretrain(
         err_console.print(f"[bold red]pretraining stopped:[/] {exc}", highlight=False)
         raise typer.Exit(EXIT_FAILURE) from None
     except KeyboardInterrupt:
-        from dgxperf.train.pretrain import CHECKPOINT_FILE
+        from dgxperf.train.pretrain import CHECKPOINT_FILE, EPOCHS_LOG
 
         if (out_dir / CHECKPOINT_FILE).is_file():
             err_console.print(
@@ -160,6 +162,9 @@ def pretrain(
             )
         else:
             err_console.print("interrupted before the first checkpoint (--checkpoint-every): start it again")
+        log = out_dir / EPOCHS_LOG
+        if log.is_file() and log.stat().st_size:
+            err_console.print(f"the finished epochs' losses and probes are in {log}", highlight=False)
         raise typer.Exit(130) from None
     if json_out:
         print_json(result)

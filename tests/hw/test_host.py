@@ -488,3 +488,30 @@ def test_collect_host_on_this_machine_is_fast_and_does_not_raise() -> None:
     assert section["is_root"] == (os.geteuid() == 0)
     json.dumps(to_jsonable(section))
     snapshot_of(Path("/"))  # the helper the check tests use works on a real root too
+
+
+@pytest.mark.parametrize(
+    ("cpuinfo", "expected"),
+    [
+        ("processor\t: 0\nflags\t\t: fpu sse2 avx2 fma\n", False),  # AVX2 only: this CI machine's kind
+        ("processor\t: 0\nflags\t\t: avx2 avx512f avx512_bf16\n", True),
+        ("processor\t: 0\nflags\t\t: avx2 amx_tile amx_bf16\n", True),
+        ("processor\t: 0\nFeatures\t: fp asimd bf16 i8mm\n", True),  # Arm (Grace)
+        ("processor\t: 0\nFeatures\t: fp asimd\n", False),
+        ("processor\t: 0\n", None),  # no flags line: cannot tell
+        (None, None),  # no /proc/cpuinfo
+    ],
+)
+def test_native_bf16_reads_the_cpu_flags(tmp_path: Path, cpuinfo: str | None, expected: bool | None) -> None:
+    if cpuinfo is not None:
+        write(tmp_path, "proc/cpuinfo", cpuinfo)
+    assert host.native_bf16(tmp_path) is expected
+
+
+def test_native_bf16_on_this_machine() -> None:
+    flags = " ".join(
+        line
+        for line in Path("/proc/cpuinfo").read_text().splitlines()
+        if line.startswith(("flags", "Features"))
+    ).split()
+    assert host.native_bf16() is bool({"avx512_bf16", "amx_bf16", "bf16"} & set(flags))

@@ -12,7 +12,12 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +36,7 @@ from dgxperf.train.pretrain import (
     CHECKPOINT_FILE,
     ENCODER_FILE,
     ENCODER_SCHEMA,
+    EPOCHS_LOG,
     HEAD_PREFIXES,
     PRETRAIN_SCHEMA,
     RESULT_FILE,
@@ -91,6 +97,10 @@ def pretrained(home: Path) -> Pretrained:
     folder = home / "pretrained"
     result = pretrain(config(), SETTINGS, folder, home / "cache", device="cpu", on_epoch=seen.append)
     return Pretrained(folder, result, seen)
+
+
+def epochs_logged(folder: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (folder / EPOCHS_LOG).read_text().splitlines()]
 
 
 def model_config_of(result: dict[str, Any]) -> ModelConfig:
@@ -335,8 +345,9 @@ def test_pretrain_refuses_bad_settings_first(tmp_path: Path) -> None:
 
 def test_pretrain_writes_the_folder_and_learns(pretrained: Pretrained) -> None:
     folder, result = pretrained.folder, pretrained.result
-    assert {p.name for p in folder.iterdir()} == {ENCODER_FILE, TOKENIZER_FILE, RESULT_FILE}
+    assert {p.name for p in folder.iterdir()} == {ENCODER_FILE, TOKENIZER_FILE, RESULT_FILE, EPOCHS_LOG}
     assert json.loads((folder / RESULT_FILE).read_text()) == result
+    assert epochs_logged(folder) == result["epochs"]  # the same records, written as each epoch ended
     assert_valid("pretrain.v1.json", result)
     assert (
         result["schema"] == PRETRAIN_SCHEMA and result["recipe"] == "baseline" and result["device"] == "cpu"
@@ -546,6 +557,7 @@ def test_resume_after_an_interruption_gives_the_run_that_never_stopped(
         pretrain(config(), settings, tmp_path / "cut", tmp_path / "c", device="cpu", checkpoint_every=1,
                  on_epoch=Interrupt(2))  # fmt: skip
     assert (tmp_path / "cut" / CHECKPOINT_FILE).is_file() and not (tmp_path / "cut" / ENCODER_FILE).exists()
+    assert [e["loss"] for e in epochs_logged(tmp_path / "cut")] == [e["loss"] for e in whole["epochs"][:2]]
     resumed = pretrain(config(), settings, tmp_path / "cut", tmp_path / "c", device="cpu", checkpoint_every=1,
                        resume=True)  # fmt: skip
     assert resumed["resumed_at_epoch"] == 2 and len(resumed["epochs"]) == 4
@@ -556,6 +568,24 @@ def test_resume_after_an_interruption_gives_the_run_that_never_stopped(
     a, b = (read_encoder(tmp_path / name)["state"] for name in ("whole", "cut"))
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert not (tmp_path / "cut" / CHECKPOINT_FILE).exists()  # removed once the encoder is written
+    assert epochs_logged(tmp_path / "cut") == resumed["epochs"]
+
+
+def test_a_resumed_run_logs_from_its_checkpoint_not_from_the_epochs_it_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cut at epoch 3 with a checkpoint at 2: epoch 3 was logged, then lost; the resumed run logs it again,
+    once."""
+    fake_data(monkeypatch)
+    settings = dataclasses.replace(SETTINGS, epochs=4, batch_size=4)
+    with pytest.raises(KeyboardInterrupt):
+        pretrain(config(), settings, tmp_path / "cut", tmp_path / "c", device="cpu", checkpoint_every=2,
+                 on_epoch=Interrupt(3))  # fmt: skip
+    assert [e["epoch"] for e in epochs_logged(tmp_path / "cut")] == [1, 2, 3]
+    resumed = pretrain(config(), settings, tmp_path / "cut", tmp_path / "c", device="cpu", checkpoint_every=2,
+                       resume=True)  # fmt: skip
+    assert [e["epoch"] for e in epochs_logged(tmp_path / "cut")] == [1, 2, 3, 4]
+    assert epochs_logged(tmp_path / "cut") == resumed["epochs"]
 
 
 def test_checkpoints_are_written_every_n_epochs_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -1034,3 +1064,26 @@ def test_cli_resume_needs_out_and_a_checkpoint(home: Path, tmp_path: Path) -> No
     result = dgxperf(home, *CPU, "--resume", "--out", str(tmp_path / "empty"))
     assert result.exit_code == 2 and "--resume: no checkpoint.pt in" in " ".join(result.stderr.split())
     assert "Traceback" not in result.output
+
+
+def test_ctrl_c_says_where_the_finished_epochs_are(tmp_path: Path) -> None:
+    """A real SIGINT after the first epoch: exit 130, no traceback, and the log of what finished."""
+    out = tmp_path / "cut"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dgxperf", *CPU, "--batch-size", "8", "--epochs", "200", "--checkpoint-every", "0",
+         "--out", str(out), "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        env={**os.environ, "DGXPERF_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT / "src"),
+             "COLUMNS": "400"},
+    )  # fmt: skip
+    deadline = time.monotonic() + 240
+    while not ((out / EPOCHS_LOG).is_file() and (out / EPOCHS_LOG).read_text().strip()):
+        assert process.poll() is None and time.monotonic() < deadline, "no epoch finished"
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130 and "Traceback" not in stderr
+    text = " ".join(stderr.split())
+    assert "interrupted before the first checkpoint" in text
+    assert f"the finished epochs' losses and probes are in {out / EPOCHS_LOG}" in text
+    assert [e["epoch"] for e in epochs_logged(out)][:1] == [1] and not (out / ENCODER_FILE).exists()

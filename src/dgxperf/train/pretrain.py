@@ -50,6 +50,9 @@ ENCODER_FILE = "encoder.pt"
 TOKENIZER_FILE = "tokenizer.json"
 RESULT_FILE = "pretrain.json"
 CHECKPOINT_FILE = "checkpoint.pt"
+# One line per finished epoch, as its record ends: a run cut before pretrain.json still shows its losses
+# and probes (a lent GPU machine's call ends at its time limit, not when the run does).
+EPOCHS_LOG = "epochs.jsonl"
 CHECKPOINT_SCHEMA = "dgxperf.pretrain-checkpoint/1"
 SPAN_GEOMETRIC_P = 0.2  # SpanBERT's span-length law (Joshi et al., 2020)
 MAX_MASK_SPAN = 32
@@ -479,6 +482,9 @@ def _pretrain(
         epochs = list(saved["epochs"])
         earlier_seconds = float(saved["seconds"])
     resumed_at = len(epochs) if resume else None
+    # from the checkpoint's epochs: a cut run may have logged epochs after its last checkpoint
+    with atomic_write(out_dir / EPOCHS_LOG) as handle:
+        handle.write("".join(json.dumps(e) + "\n" for e in epochs).encode())
     for epoch in range(len(epochs) + 1, settings.epochs + 1):
         start = time.perf_counter()
         shift = int(torch.randint(row, (1,), generator=cpu_rng))
@@ -534,6 +540,8 @@ def _pretrain(
             else None
         )
         epochs.append(record)
+        with (out_dir / EPOCHS_LOG).open("a") as log:
+            log.write(json.dumps(record) + "\n")
         if checkpoint_every and epoch % checkpoint_every == 0 and epoch < settings.epochs:
             with atomic_write(out_dir / CHECKPOINT_FILE) as handle:
                 torch.save(
