@@ -15,6 +15,12 @@
 # (290) cuts any one run (baseline's three epochs from an encoder take ~250 s). END_S, when set, is the
 # second (from this script's start) by which every run must have ended: a run gets the lesser of RUN_LIMIT_S
 # and what is left, and none starts with less than 30 s, so a call that pretrained first still returns.
+# KEEP_DONE=yes makes the script safe to repeat: runs that an earlier call finished from the same encoder
+# (by the sha256 of its pretrain.json) are kept and skipped. With capture_table.sh VALIDATE=no before it, one
+# command serves every call: it pretrains only if the machine has no encoder (a new machine: then the old
+# runs go too, so no table mixes two encoders) and runs what is left of RUNS:
+#   OUT=$OUT VALIDATE=no BUDGET_S=480 bash scripts/h200/capture_table.sh; OUT=$OUT KEEP_DONE=yes \
+#     RUNS="optimized:1 guide:1" END_S=$((590 - SECONDS)) STOP_AFTER_S=$((500 - SECONDS)) bash scripts/h200/capture_seeds.sh
 # `dgxperf monitor` records the whole call to $OUT/monitor-seeds.jsonl (GPU clocks, each process's CPU share,
 # host CPU steal): what explains a recipe that slows from one run to the next.
 set -uo pipefail
@@ -35,7 +41,16 @@ elif [[ ! -f "$ENCODER/encoder.pt" ]]; then
   exit 2
 fi
 export DGXPERF_HOME="$WORK/home"
-rm -rf "$WORK" && mkdir -p "$WORK"
+# Which encoder the runs in $WORK came from: KEEP_DONE=yes keeps the runs a call finished before, if they
+# are from this very encoder, so the same command can be issued call after call (see the header).
+encoder_id=none
+[[ "$ENCODER" != none ]] && encoder_id="$(sha256sum "$ENCODER/pretrain.json" 2>/dev/null | cut -c1-16)"
+if [[ "${KEEP_DONE:-no}" == yes && "$(cat "$WORK/encoder.id" 2>/dev/null)" == "$encoder_id" ]]; then
+  echo "== keeping the runs finished in $WORK by an earlier call (encoder ${encoder_id})"
+else
+  rm -rf "$WORK" && mkdir -p "$WORK"
+fi
+echo "$encoder_id" > "$WORK/encoder.id"
 extra=()
 for field in ${SET:-}; do extra+=(--set "$field"); done
 # Packed again after every run: only 8 files come back from $OUT, and a call cut at its limit still
@@ -49,6 +64,11 @@ for run in $RUNS; do
   name="$recipe-s$seed" own=()
   IFS=, read -ra pairs <<< "${fields:-}"
   for field in "${pairs[@]}"; do own+=(--set "$field"); name+="-${field//=/}"; done
+  if [[ -f "$WORK/$name/result.json" ]]; then
+    echo "== $name: finished by an earlier call"
+    continue
+  fi
+  rm -rf "${WORK:?}/$name" "$WORK/$name.json"  # a run an earlier call cut: start it again
   limit="$RUN_LIMIT_S"
   [[ -n "${END_S:-}" ]] && (( END_S - SECONDS < limit )) && limit=$((END_S - SECONDS))
   if (( limit < 30 )); then
