@@ -14,7 +14,7 @@ with its process at one core (``tests/data/h200/monitor/train-optimized-cpu.json
 was 93% busy over the epoch, against 75% at 128 in the same call, at 1.47x the samples/s
 (``docs/benchmarks/2026-12-04-h200-encoder-i/``); the linear lr rule's 2e-4 fine-tuned worse there, hence
 the square-root rule in the fix. Replaying the whole step as CUDA graphs (``cuda_graphs=true``) at batch 128
-ran an epoch from scratch 1.60x faster than the eager step, losses equal to 5 decimals
+ran an epoch from scratch 1.60x faster than the eager step, with the same logged losses
 (``docs/benchmarks/2026-12-05-h200-cuda-graphs/``).
 
 The all-cores CPU share cannot see this (one core of 16 is 6%), so the rule reads the CPU share of the
