@@ -82,6 +82,9 @@ class GraphedStep:
         self.params: list[Any] = []
         self.eager_steps = 0  # steps of a shape met only mid-run: run eagerly, never captured mid-epoch
         self.seconds = 0.0
+        # A replay allocates nothing: a step's activations live in the graphs' pool, allocated while the
+        # step was recorded, so an epoch's own max_memory_allocated misses them. This is their peak.
+        self.capture_peak_bytes: int | None = None
         # The learning rates the captured optimizer step reads: one device tensor per parameter group.
         # CUDA's fused AdamW reads a tensor lr as float32 (a float lr it takes in double): a relative change
         # of ~6e-8, so graphed and eager GPU runs are not bit-identical. On the CPU the tensors are float64
@@ -109,9 +112,11 @@ class GraphedStep:
                 self.batches[shape] = self._static_batch(shape)
             self._rehearse([self.batches[shape] for shape in shapes])
         if self.capture:
+            torch.cuda.reset_peak_memory_stats(self.context.device)
             for shape in shapes:
                 self._capture(shape, self.batches[shape])
             torch.cuda.current_stream(self.context.device).wait_stream(self.stream)
+            self.capture_peak_bytes = torch.cuda.max_memory_allocated(self.context.device)
         self.seconds = time.perf_counter() - began
         return warmed  # the shape warm-up's record; what was captured is in summary()
 
@@ -176,6 +181,12 @@ class GraphedStep:
         self.pool = graph.pool()
         static.graph = graph
 
+    def epoch_peak(self, allocated: int | None) -> int | None:
+        """An epoch's peak allocated memory with the graphs' own: the larger of the two."""
+        if allocated is None or self.capture_peak_bytes is None:
+            return allocated
+        return max(allocated, self.capture_peak_bytes)
+
     # -- the step ---------------------------------------------------------------------------------------
 
     def _step(self, static: StaticBatch) -> Any:
@@ -236,5 +247,6 @@ class GraphedStep:
             "captured": sum(b.graph is not None for b in self.batches.values()),
             "eager_steps": self.eager_steps,
             "prepare_seconds": round(self.seconds, 3),
+            "capture_peak_memory_bytes": self.capture_peak_bytes,
             "device": "cuda" if self.capture else "cpu (nothing to capture: the step ran eagerly)",
         }

@@ -681,6 +681,9 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
         totals = meter.totals()
         with averaged(average):
             dev = evaluate(model, task.dev, config, context, model_config.num_labels, sharded=sharded)
+        epoch_peak = torch.cuda.max_memory_allocated(context.device) if context.cuda else None
+        if graphed is not None:
+            epoch_peak = graphed.epoch_peak(epoch_peak)
         epoch_record = {
             "type": "epoch",
             "epoch": epoch + 1,
@@ -693,7 +696,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
             "model_tflops": totals["model_tflops"],
             "mfu": totals["mfu"],
             "mfu_vs_measured_gemm": totals["mfu_vs_measured_gemm"],
-            "peak_memory_bytes": torch.cuda.max_memory_allocated(context.device) if context.cuda else None,
+            "peak_memory_bytes": epoch_peak,
             "peak_reserved_bytes": torch.cuda.max_memory_reserved(context.device) if context.cuda else None,
             "dev_accuracy": dev["accuracy"],
             "dev_macro_f1": dev["macro_f1"],
