@@ -82,8 +82,9 @@ class GraphedStep:
         self.params: list[Any] = []
         self.eager_steps = 0  # steps of a shape met only mid-run: run eagerly, never captured mid-epoch
         self.seconds = 0.0
-        # A replay allocates nothing: a step's activations live in the graphs' pool, allocated while the
-        # step was recorded, so an epoch's own max_memory_allocated misses them. This is their peak.
+        # A replay leaves the allocator's state unchanged: a step's activations live in the graphs' pool,
+        # allocated while the step was recorded (the allocator counts private pools in its statistics,
+        # PyTorch #51436), so an epoch's own max_memory_allocated misses them. This is their peak.
         self.capture_peak_bytes: int | None = None
         # The learning rates the captured optimizer step reads: one device tensor per parameter group.
         # CUDA's fused AdamW reads a tensor lr as float32 (a float lr it takes in double): a relative change
