@@ -68,6 +68,8 @@ class Variant:
     fields: Mapping[str, str]
     what: str
     multi_gpu_only: bool = False
+    # whole-step CUDA graphs: several processes run the eager step instead, and a CPU captures nothing
+    one_gpu_only: bool = False
 
 
 # Each piece of `optimized` is measured twice: taken out of optimized (what it is worth in the full
@@ -93,6 +95,13 @@ ABLATION: tuple[Variant, ...] = (
     ),
     Variant("optimized - no_sync", "optimized", {"no_sync": "false"}, "all-reduce every micro-batch", True),
     Variant("optimized + bf16 comm hook", "optimized", {"comm_hook": "bf16"}, "gradients sent in bf16", True),
+    Variant(
+        "optimized + CUDA graphs",
+        "optimized",
+        {"cuda_graphs": "true"},
+        "the whole step replayed from a CUDA graph per batch shape",
+        one_gpu_only=True,
+    ),
     Variant("optimized (repeat)", "optimized", {}, "reference again, after its variants"),
     Variant("guide", "guide", {}, "reference: guide A's recipe"),
     Variant("guide + bf16", "guide", {"precision": "bf16"}, "bf16 autocast, no GradScaler"),
@@ -885,6 +894,8 @@ def ablation_variants(plan: ValidatePlan) -> list[Variant]:
     for variant in ABLATION:
         if variant.multi_gpu_only and plan.gpus < 2:
             continue
+        if variant.one_gpu_only and (plan.mode == "quick" or plan.gpus > 1):
+            continue
         if set(variant.fields) & set(plan.shared) - {"lr", "batch_size", "grad_accum"}:
             continue
         if plan.mode == "quick" and "(repeat)" in variant.name:
@@ -897,6 +908,8 @@ def _why_not(plan: ValidatePlan) -> str:
     reasons = []
     if plan.gpus < 2:
         reasons.append("DDP pieces need --gpus 2 or more")
+    if plan.mode == "quick" or plan.gpus > 1:
+        reasons.append("CUDA graphs need one process on one GPU")
     if plan.shared:
         reasons.append(
             "quick mode runs every recipe without compile and DataLoader workers, and measures each "
