@@ -95,6 +95,16 @@ def test_summarize_runs_pairs_each_variant_with_its_nearest_reference() -> None:
     )  # fmt: skip
     assert "vs optimized-s1: +0.00 points" in result.stdout
     assert "speed x1.60, step losses at most 0 apart over 6 logged steps" in result.stdout
+    table = subprocess.run(
+        [sys.executable, "scripts/h200/summarize_runs.py", str(graphs), "--table"], capture_output=True,
+        text=True, cwd=ROOT, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    ).stdout  # fmt: skip
+    # issue 4's table: per epoch seconds, samples/s and speed against guide of the same seed
+    assert (
+        "| `optimized-s1-cuda_graphstrue` | 5.0 | 2,756 | 5.74 | 168,897 | 31.5% | 5.6 GB | 52.02 | 52.02% |"
+        in table
+    )
+    assert "| `guide-s1` | 29.0 | 480 | - |" in table
 
     spec = importlib.util.spec_from_file_location("summarize_runs", ROOT / "scripts/h200/summarize_runs.py")
     assert spec is not None and spec.loader is not None

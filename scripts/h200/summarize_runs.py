@@ -4,7 +4,9 @@ same recipe, seed and encoder that differs from it in the fewest fields (review 
 interval, McNemar's exact p; how far apart the logged step losses are), and each variant's mean difference
 over its seeds. Run as
 
-    PYTHONPATH=src python3 scripts/h200/summarize_runs.py FOLDER [FOLDER ...] [--json]
+    PYTHONPATH=src python3 scripts/h200/summarize_runs.py FOLDER [FOLDER ...] [--json | --table]
+
+(--table: issue 4's Markdown table, one row per run, for a docs/benchmarks README).
 
 e.g. on docs/benchmarks/2026-12-04-h200-encoder-j/seeds. A variant's fields are read from each run's recorded
 config (the fields that differ from its recipe's), so the folder names are only labels. A run's reference is
@@ -54,6 +56,9 @@ def describe(folder: Path) -> dict[str, Any] | None:
         else None,
         "cuda_graphs": result.get("cuda_graphs"),
         "bound": (result.get("profile") or {}).get("bound"),
+        "real_tokens_per_s": [round(e["real_tokens_per_s"]) for e in epochs if e.get("real_tokens_per_s")],
+        "mfu": [e.get("mfu") for e in epochs],
+        "dev_accuracy": [e.get("dev_accuracy") for e in epochs],
     }
 
 
@@ -128,10 +133,51 @@ def by_change(paired: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+def speed_vs_guide(run: dict[str, Any], runs: list[dict[str, Any]]) -> list[float] | None:
+    """Each epoch's samples/s over that epoch of the `guide` run with the same seed and encoder (the 3x line
+    is per epoch), or None without such a run."""
+    guide = next(
+        (r for r in runs if r["recipe"] == "guide" and not r["variant"]
+         and (r["seed"], r["encoder"]) == (run["seed"], run["encoder"])),
+        None,
+    )  # fmt: skip
+    if guide is None or not run["samples_per_s"] or len(guide["samples_per_s"]) != len(run["samples_per_s"]):
+        return None
+    return [mine / theirs for mine, theirs in zip(run["samples_per_s"], guide["samples_per_s"], strict=True)]
+
+
+def markdown_table(runs: list[dict[str, Any]]) -> str:
+    """Issue 4's table, one row per run: per epoch its seconds, samples/s and speed against `guide` (same seed
+    and encoder), the last epoch's real tokens/s and MFU, peak memory, dev accuracy per epoch, and test."""
+
+    def joined(values: list[Any], fmt: str) -> str:
+        return " / ".join(format(v, fmt) if v is not None else "-" for v in values) or "-"
+
+    lines = [
+        "| run | epoch s | samples/s | x guide | real tokens/s | MFU | peak memory | dev acc by epoch | test |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        ratio = speed_vs_guide(r, runs)
+        mfu = r["mfu"][-1] if r["mfu"] else None
+        peak = f"{r['peak_memory_gb']} GB" if r["peak_memory_gb"] else "-"
+        lines.append(
+            f"| `{r['run']}` | {joined(r['epoch_seconds'], '.1f')} | {joined(r['samples_per_s'], ',')} "
+            f"| {joined(ratio, '.2f') if ratio and r['recipe'] != 'guide' else '-'} "
+            f"| {format(r['real_tokens_per_s'][-1], ',') if r['real_tokens_per_s'] else '-'} "
+            f"| {f'{mfu:.1%}' if mfu is not None else '-'} "
+            f"| {peak} "
+            f"| {joined([100 * a if a is not None else None for a in r['dev_accuracy']], '.2f')} "
+            f"| {100 * r['test_accuracy']:.2f}% |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("folders", nargs="+", type=Path)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--table", action="store_true", help="print issue 4's Markdown table of the runs")
     args = parser.parse_args()
     runs = []
     for folder in args.folders:
@@ -142,6 +188,9 @@ def main() -> int:
     if not runs:
         print("no finished runs (folders with a result.json) there", file=sys.stderr)
         return 2
+    if args.table:
+        print(markdown_table(runs))
+        return 0
     paired = pairs(runs)
     if args.json:
         print(json.dumps({"runs": runs, "pairs": paired, "changes": by_change(paired)}, indent=1))
