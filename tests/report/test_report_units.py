@@ -251,6 +251,9 @@ def test_the_pretrain_phase_resumes_from_the_checkpoint_an_interrupted_call_left
     assert args[:2] == ["pretrain", "--recipe"] and "--resume" not in args
     assert args[args.index("--epochs") + 1] == "3" and args[args.index("--batch-size") + 1] == "32"
     assert "compile=false" in args and f"train_samples={validate.QUICK_TRAIN_SAMPLES}" in args
+    assert "precision=fp32" in args  # a CPU's bf16 is mostly emulated: quick mode pretrains in fp32
+    full = validate.Runner(plan(pretrain_epochs=3), tmp_path / "full").pretrain_args()
+    assert "precision=fp32" not in full and "--batch-size" not in full  # on GPUs: the recipe's bf16
     (tmp_path / "pretrain").mkdir()
     (tmp_path / "pretrain" / "checkpoint.pt").write_bytes(b"")
     assert runner.pretrain_args()[-1] == "--resume"
