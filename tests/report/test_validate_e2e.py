@@ -103,6 +103,7 @@ def test_report_numbers_agree_with_the_run_store(quick_run: dict[str, Any]) -> N
         record = store.get(row["run_id"])
         summary = record.result["summary"]
         assert row["samples_per_s"] == (summary["steady_samples_per_s"] or summary["samples_per_s"])
+        assert record.result["config"]["warm_shapes"] is False  # quick mode compiles nothing to warm up
     validate_record = store.get(data["run_id"])
     assert validate_record.command == "validate"
     html = Path(data["report_html"]).read_text()

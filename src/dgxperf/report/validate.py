@@ -669,9 +669,10 @@ class Runner:
                 continue
             self.progress(f"ablation {number}/{len(variants)}: {variant.name}")
             # warm_shapes: each shape's one-time work (recompiles, kernel selection) before the timed steps,
-            # so it cannot land in a few of a short run's windows (train/warmup.py)
+            # so it cannot land in a few of a short run's windows (train/warmup.py); quick mode compiles
+            # nothing, and warming took 4 of a CPU run's ~10 s
             fields = {**variant.fields, "max_steps": str(steps), "log_every": str(max(1, steps // 8)),
-                      "warm_shapes": "true"}  # fmt: skip
+                      "warm_shapes": "false" if self.plan.mode == "quick" else "true"}  # fmt: skip
             out = self.out_dir / "ablation" / _slug(variant.name)
             row: dict[str, Any] = {"name": variant.name, "recipe": variant.recipe, "what": variant.what,
                                    "fields": dict(variant.fields)}  # fmt: skip
