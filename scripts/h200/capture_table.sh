@@ -14,7 +14,7 @@
 # does not run (its recipes are 128 tokens): fine-tune with capture_seeds.sh SET="max_len=N";
 # KEEP and RUN move its folders (a new pair starts a new table). VALIDATE=no stops after the pretraining, for
 # fine-tunes through capture_seeds.sh in the same call:
-#   OUT=$OUT VALIDATE=no BUDGET_S=450 bash scripts/h200/capture_table.sh; OUT=$OUT RUNS=... bash scripts/h200/capture_seeds.sh
+#   OUT=$OUT VALIDATE=no BUDGET_S=480 bash scripts/h200/capture_table.sh; OUT=$OUT KEEP_DONE=yes RUNS=... bash scripts/h200/capture_seeds.sh
 set -uo pipefail
 OUT="${OUT:?set OUT}"
 BUDGET_S="${BUDGET_S:-570}"
