@@ -68,7 +68,7 @@ def test_the_graphed_step_trains_exactly_as_the_eager_loop(tmp_path: Path) -> No
 def test_a_graphed_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     """Resumed after epoch 1: the optimizer state comes from the checkpoint (not made afresh at step 0) and
     the learning rates from the schedule, so epoch 2 and the test come out as in the uninterrupted run."""
-    cfg = config("optimized", cuda_graphs="true", **FAST)
+    cfg = config("optimized", cuda_graphs="true", precision="fp32", **FAST)  # fp32: this CPU emulates bf16
     whole = run(cfg, tmp_path / "run")
     checkpoints = tmp_path / "run" / "checkpoints"
     first = sorted(p.name for p in checkpoints.glob("step-*"))[0]
@@ -174,7 +174,8 @@ def test_two_torchrun_processes_train_eagerly_and_say_so_once(tmp_path: Path) ->
     the result records what ran."""
     result = cli("train", "--recipe", "optimized", "--device", "cpu", "--gpus", "2", "--epochs", "1", "--json",
                  "--no-checkpoint", "--out", str(tmp_path / "ddp"),
-                 *overrides(cuda_graphs="true", compile="false", num_workers="0", train_samples="256"),
+                 *overrides(cuda_graphs="true", compile="false", num_workers="0", train_samples="256",
+                            precision="fp32"),
                  home=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stderr.count("the 2 processes run the eager step instead") == 1
