@@ -62,8 +62,17 @@ def test_ema_decay_is_checked() -> None:
         recipes.apply_overrides(recipes.OPTIMIZED, {"ema_decay": "0.99", "fsdp": "true"})
 
 
-QUICK = {"preset": "tiny", "train_samples": "256", "batch_size": "32", "lr": "2e-3", "log_every": "2",
-         "epochs": "2", "compile": "false", "num_workers": "0"}  # fmt: skip
+QUICK = {
+    "preset": "tiny",
+    "train_samples": "256",
+    "batch_size": "32",
+    "lr": "2e-3",
+    "log_every": "2",
+    "epochs": "2",
+    "compile": "false",
+    "num_workers": "0",
+    "precision": "fp32",
+}  # fmt: skip  (fp32: most CPUs, CI's included, emulate bf16)
 
 
 def test_a_run_with_the_average_trains_the_same_steps_and_scores_other_weights(tmp_path: Path) -> None:

@@ -66,7 +66,13 @@ def test_warm_up_leaves_the_training_exactly_as_it_was(tmp_path: Path) -> None:
     figures (its passes use constant inputs, drop their gradients and put every RNG back); and the shapes
     it warmed are exactly those the epoch's batches had."""
     cfg = dict(
-        epochs="1", compile="false", num_workers="0", bucketing="true", padding="dynamic", dropout="0.1"
+        epochs="1",
+        compile="false",
+        num_workers="0",
+        bucketing="true",
+        padding="dynamic",
+        dropout="0.1",
+        precision="fp32",  # most CPUs, CI's included, emulate bf16
     )
     assert recipes.OPTIMIZED.warm_shapes and not recipes.GUIDE.warm_shapes  # on in the optimized recipe
     plain = run(config("optimized", **cfg, warm_shapes="false"), tmp_path / "plain", checkpoints=False)
@@ -90,7 +96,7 @@ def test_two_ranks_warm_the_union_of_their_shapes_under_ddp(tmp_path: Path) -> N
     out = tmp_path / "ddp"
     result = cli("train", "--recipe", "optimized", "--device", "cpu", "--gpus", "2", "--epochs", "1", "--out",
                  str(out), "--json", *overrides(num_workers="0", compile="false", warm_shapes="true",
-                                                 no_sync="false"), home=tmp_path)  # fmt: skip
+                                                 no_sync="false", precision="fp32"), home=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     data = json.loads(result.stdout)
     assert data["world"]["world_size"] == 2
