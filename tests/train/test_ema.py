@@ -71,8 +71,8 @@ QUICK = {
     "epochs": "2",
     "compile": "false",
     "num_workers": "0",
-    "precision": "fp32",
-}  # fmt: skip  (fp32: most CPUs, CI's included, emulate bf16)
+    "precision": "fp32",  # most CPUs, CI's included, emulate bf16
+}
 
 
 def test_a_run_with_the_average_trains_the_same_steps_and_scores_other_weights(tmp_path: Path) -> None:
