@@ -77,28 +77,24 @@ def test_summarize_runs_pairs_each_variant_with_its_nearest_reference() -> None:
     import os
     import sys
 
-    folder = ROOT / "docs/benchmarks/2026-12-04-h200-encoder-j/seeds"
-    result = subprocess.run(
-        [sys.executable, "scripts/h200/summarize_runs.py", str(folder)], capture_output=True, text=True,
-        cwd=ROOT, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-    )  # fmt: skip
+    def summarize(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "scripts/h200/summarize_runs.py", *args], capture_output=True, text=True,
+            cwd=ROOT, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        )  # fmt: skip
+
+    result = summarize(str(ROOT / "docs/benchmarks/2026-12-04-h200-encoder-j/seeds"))
     assert result.returncode == 0, result.stderr[-2000:]
     assert "optimized-s2-lr_layer_decay0.9 vs optimized-s2: -1.32 points" in result.stdout
     assert "lr_layer_decay=0.9: -0.75 points over 3 pair(s)" in result.stdout
     assert re.search(r"vs optimized-s2: -1\.32 points .*step losses at most 0\.\d+ apart over \d+ logged steps",
                      result.stdout)  # fmt: skip
     # the graphed step is the eager one, replayed: on the H200 every logged loss came out the same
-    graphs = ROOT / "docs/benchmarks/2026-12-05-h200-cuda-graphs"
-    result = subprocess.run(
-        [sys.executable, "scripts/h200/summarize_runs.py", str(graphs)], capture_output=True, text=True,
-        cwd=ROOT, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-    )  # fmt: skip
+    graphs = str(ROOT / "docs/benchmarks/2026-12-05-h200-cuda-graphs")
+    result = summarize(graphs)
     assert "vs optimized-s1: +0.00 points" in result.stdout
     assert "speed x1.60, step losses at most 0 apart over 6 logged steps" in result.stdout
-    table = subprocess.run(
-        [sys.executable, "scripts/h200/summarize_runs.py", str(graphs), "--table"], capture_output=True,
-        text=True, cwd=ROOT, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-    ).stdout  # fmt: skip
+    table = summarize(graphs, "--table").stdout
     # issue 4's table: per epoch seconds, samples/s and speed against guide of the same seed
     assert (
         "| `optimized-s1-cuda_graphstrue` | 5.0 | 2,756 | 5.74 | 168,897 | 31.5% | 5.6 GB | 52.02 | 52.02% |"

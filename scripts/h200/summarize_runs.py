@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dgxperf.report.validate import read_metrics_records
 from dgxperf.train import recipes
 from dgxperf.train.paired import PredictionsError, compare_runs
 
@@ -64,12 +65,8 @@ def describe(folder: Path) -> dict[str, Any] | None:
 
 def step_losses(folder: Path) -> dict[int, float]:
     """The logged training loss at each logged step (metrics.jsonl), or nothing when the file is missing."""
-    try:
-        lines = (folder / "metrics.jsonl").read_text().splitlines()
-    except OSError:
-        return {}
-    records = (json.loads(line) for line in lines if line.strip())
-    return {r["step"]: r["loss"] for r in records if r.get("type") == "step" and r.get("loss") is not None}
+    records = read_metrics_records(folder / "metrics.jsonl", "step")
+    return {r["step"]: r["loss"] for r in records if r.get("loss") is not None}
 
 
 def loss_gap(run: Path, reference: Path) -> dict[str, Any]:

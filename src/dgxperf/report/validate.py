@@ -618,7 +618,7 @@ class Runner:
         """What a recipe that did not finish measured: its last whole epoch, if it completed one, so that
         the report shows those figures, marked as cut, instead of nothing. A later --resume trains the
         recipe again from its start (validate trains with --no-checkpoint) and replaces this."""
-        epochs = _read_records(out / "metrics.jsonl", "epoch")
+        epochs = read_metrics_records(out / "metrics.jsonl", "epoch")
         if not epochs:
             return
         last = epochs[-1]
@@ -832,7 +832,7 @@ def _step_text(metrics_dir: Path | None) -> str:
     return f"step {last['step']}{total}, loss {last['loss']:.3f}, {last.get('samples_per_s') or 0:.0f} samples/s, "
 
 
-def _read_records(path: Path, kind: str, *, last_only: bool = False) -> list[dict[str, Any]]:
+def read_metrics_records(path: Path, kind: str, *, last_only: bool = False) -> list[dict[str, Any]]:
     """The records of one type ("step", "epoch") of a run's metrics.jsonl, in order, tolerating a line being
     written; none when the file is missing or unreadable."""
     try:
@@ -858,7 +858,7 @@ def _read_records(path: Path, kind: str, *, last_only: bool = False) -> list[dic
 def _read_steps(path: Path, *, last_only: bool = False) -> list[dict[str, Any]]:
     """The per-step records of a run's metrics.jsonl (loss, rate, lr)."""
     keep = ("step", "epoch", "loss", "lr", "samples_per_s", "real_tokens_per_s", "mfu", "total_steps")
-    return [{k: r.get(k) for k in keep} for r in _read_records(path, "step", last_only=last_only)]
+    return [{k: r.get(k) for k in keep} for r in read_metrics_records(path, "step", last_only=last_only)]
 
 
 def _warmup_summary(warmup: Mapping[str, Any] | None) -> dict[str, Any] | None:
