@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from dgxperf.train import recipes
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = [ROOT / "dgx", ROOT / ".ci" / "run", *sorted((ROOT / "scripts").rglob("*.sh")),
            *sorted((ROOT / "scripts").rglob("*.sbatch"))]  # fmt: skip
@@ -116,3 +118,12 @@ def test_summarize_runs_pairs_each_variant_with_its_nearest_reference() -> None:
     assert module.reference_of(ema, runs) is long  # not the 128-token run: one field apart, not two
     assert module.reference_of(long, runs) is short
     assert module.reference_of(short, runs) is None
+    # a run records what it changed in its recipe; older results are read against the recipe of their day
+    assert module.recipe_changes({"recipe": "optimized", "recipe_changes": {"lr": 3e-4}, "config": {}}) == {
+        "lr": 3e-4
+    }
+    eager_then = dict(recipes.to_dict(recipes.OPTIMIZED), cuda_graphs=False)
+    assert module.recipe_changes({"recipe": "optimized", "config": eager_then}) == {}
+    assert module.recipe_changes({"recipe": "optimized", "config": dict(eager_then, cuda_graphs=True)}) == {
+        "cuda_graphs": True
+    }

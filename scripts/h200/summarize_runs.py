@@ -9,7 +9,9 @@ over its seeds. Run as
 (--table: issue 4's Markdown table, one row per run, for a docs/benchmarks README).
 
 e.g. on docs/benchmarks/2026-12-04-h200-encoder-j/seeds. A variant's fields are read from each run's recorded
-config (the fields that differ from its recipe's), so the folder names are only labels. A run's reference is
+`recipe_changes` (the fields that differed from its recipe when it ran), so the folder names are only labels;
+results written before that was recorded are read against the recipe of their day: today's, with `optimized`'s
+CUDA graphs off (the only default changed since). A run's reference is
 the run whose fields are a subset of its own with the most fields: with SET="max_len=256" for all and
 max_len=128 for some, a 256-token run with ema_decay pairs with the plain 256-token run, and that one with
 the 128-token run.
@@ -29,6 +31,18 @@ from dgxperf.train import recipes
 from dgxperf.train.paired import PredictionsError, compare_runs
 
 NOT_A_VARIANT = {"seed", "init_from", "data_dir", "epochs", "profile_steps", "profile_after"}
+# Defaults a recipe gained after runs were recorded without `recipe_changes`: such a run had the old value.
+DEFAULTS_BEFORE_RECIPE_CHANGES = {"optimized": {"cuda_graphs": False}}
+
+
+def recipe_changes(result: dict[str, Any]) -> dict[str, Any]:
+    """The fields the run set beyond its recipe, as the recipe stood when the run was made."""
+    if result.get("recipe_changes") is not None:
+        return dict(result["recipe_changes"])
+    config = result.get("config") or {}
+    base = recipes.to_dict(recipes.get_recipe(result["recipe"]))
+    base.update(DEFAULTS_BEFORE_RECIPE_CHANGES.get(result["recipe"], {}))
+    return {k: v for k, v in config.items() if base.get(k) != v}
 
 
 def describe(folder: Path) -> dict[str, Any] | None:
@@ -38,8 +52,7 @@ def describe(folder: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     config = result.get("config") or {}
-    base = recipes.to_dict(recipes.get_recipe(result["recipe"]))
-    variant = {k: v for k, v in config.items() if k not in NOT_A_VARIANT and base.get(k) != v}
+    variant = {k: v for k, v in recipe_changes(result).items() if k not in NOT_A_VARIANT}
     epochs = result.get("epochs") or []
     pretrain = (result.get("init") or {}).get("pretrain") or {}
     return {

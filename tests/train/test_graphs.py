@@ -46,7 +46,7 @@ def _small(pooling: str = "cls") -> tuple[Encoder, Any, Any, GraphedStep]:
 
 def test_the_graphed_step_trains_exactly_as_the_eager_loop(tmp_path: Path) -> None:
     """Same seed, with and without: identical loss at every logged step, identical test answers."""
-    plain = run(config("optimized", **FAST), tmp_path / "eager")
+    plain = run(config("optimized", cuda_graphs="false", **FAST), tmp_path / "eager")
     graphed = run(config("optimized", cuda_graphs="true", **FAST), tmp_path / "graphed")
     assert [s["loss"] for s in records(tmp_path / "graphed", "step")] == [
         s["loss"] for s in records(tmp_path / "eager", "step")
@@ -61,6 +61,7 @@ def test_the_graphed_step_trains_exactly_as_the_eager_loop(tmp_path: Path) -> No
     assert graphed["cuda_graphs"]["captured"] == 0 and graphed["cuda_graphs"]["device"].startswith("cpu")
     assert graphed["cuda_graphs"]["capture_peak_memory_bytes"] is None  # nothing recorded on a CPU
     assert plain["cuda_graphs"] is None
+    assert plain["recipe_changes"]["cuda_graphs"] is False and "cuda_graphs" not in graphed["recipe_changes"]
     assert_valid("train", graphed)
     assert graphed["shape_warmup"]["shapes"] == plain["shape_warmup"]["shapes"]
 
@@ -166,7 +167,28 @@ def test_several_processes_fall_back_to_the_eager_step() -> None:
     eager, note = recipes.for_world(graphed, 8)
     assert eager == dataclasses.replace(graphed, cuda_graphs=False)
     assert note is not None and "the 8 processes run the eager step" in note
-    assert recipes.for_world(recipes.OPTIMIZED, 8) == (recipes.OPTIMIZED, None)  # nothing to say
+    assert recipes.for_world(recipes.GUIDE, 8) == (recipes.GUIDE, None)  # nothing to say
+
+
+def test_optimized_replays_its_step_unless_a_field_asked_for_rules_it_out() -> None:
+    assert recipes.build_config("optimized").cuda_graphs is True
+    assert recipes.build_config("optimized", overrides={"lr": "3e-4"}).cuda_graphs is True
+    for fields in ({"grad_accum": "4"}, {"precision": "fp16"}, {"fsdp": "true"},
+                   {"compile-mode": "reduce-overhead", "compile-scope": "model"}):  # fmt: skip
+        config = recipes.build_config("optimized", overrides=fields)
+        assert config.cuda_graphs is False, fields  # the field asked for wins; the run takes the eager step
+        assert recipes.build_config("optimized", overrides={**fields, "cuda_graphs": "false"}) == config
+    assert recipes.build_config("optimized", overrides={"cuda_graphs": "false"}).cuda_graphs is False
+    assert recipes.build_config("guide").cuda_graphs is False  # guide and baseline never turn them on
+
+
+def test_a_recipe_file_that_rules_graphs_out_runs_eagerly_too(tmp_path: Path) -> None:
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("recipe: optimized\ngrad_accum: 2\n")
+    assert recipes.build_config("baseline", yaml_file=recipe).cuda_graphs is False
+    recipe.write_text("recipe: optimized\ngrad_accum: 2\ncuda_graphs: true\n")
+    with pytest.raises(RecipeError, match="grad_accum=2"):
+        recipes.build_config("baseline", yaml_file=recipe)  # asked for both: refused, by name
 
 
 def test_two_torchrun_processes_train_eagerly_and_say_so_once(tmp_path: Path) -> None:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -60,8 +61,9 @@ def test_cuda_graph_modes_need_the_whole_model_compiled() -> None:
     for mode in ("reduce-overhead", "max-autotune"):
         with pytest.raises(RecipeError, match=r"fail with compile_scope=blocks.*compile_scope=model"):
             recipes.apply_overrides(recipes.OPTIMIZED, {"compile_mode": mode})
-        whole = recipes.apply_overrides(recipes.OPTIMIZED, {"compile_mode": mode, "compile_scope": "model"})
+        whole = recipes.build_config("optimized", overrides={"compile_mode": mode, "compile_scope": "model"})
         assert (whole.compile_mode, whole.compile_scope) == (mode, "model")
+        assert not whole.cuda_graphs  # torch.compile's graphs replace optimized's own whole-step ones
     no_graphs = recipes.apply_overrides(recipes.OPTIMIZED, {"compile_mode": "max-autotune-no-cudagraphs"})
     assert no_graphs.compile_scope == "blocks"
     # not compiled: the mode is never used, so nothing to refuse
@@ -138,3 +140,13 @@ def test_an_unknown_model_preset_is_a_recipe_error_named_like_the_model_presets(
     assert set(recipes.MODEL_PRESETS) == set(PRESETS)
     with pytest.raises(RecipeError, match="preset='huge': choose from tiny, base, large"):
         recipes.apply_overrides(recipes.OPTIMIZED, {"preset": "huge"})
+
+
+def test_a_run_records_the_fields_it_changed_in_its_recipe() -> None:
+    assert recipes.changes_from_recipe(recipes.build_config("optimized")) == {}
+    assert recipes.changes_from_recipe(recipes.build_config("optimized", overrides={"lr": "3e-4"})) == {
+        "lr": 3e-4
+    }
+    accumulated = recipes.build_config("optimized", overrides={"grad_accum": "4"})
+    assert recipes.changes_from_recipe(accumulated) == {"grad_accum": 4, "cuda_graphs": False}
+    assert recipes.changes_from_recipe(dataclasses.replace(recipes.GUIDE, recipe="mine")) is None

@@ -26,7 +26,7 @@ from dgxperf.train.flops import flops_for_batch
 from dgxperf.train.graphs import CaptureError, GraphedStep
 from dgxperf.train.metrics import ThroughputMeter, scores, wilson_interval
 from dgxperf.train.paired import PREDICTIONS_FILE, write_predictions
-from dgxperf.train.recipes import RecipeError, TrainConfig, for_world
+from dgxperf.train.recipes import RecipeError, TrainConfig, changes_from_recipe, for_world
 from dgxperf.train.trace import StepProfiler
 from dgxperf.train.warmup import passes_per_shape, run_shapes, union_across_ranks, warm_shapes
 
@@ -740,6 +740,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
         "tool_version": __version__,
         "recipe": config.recipe,
         "config": dataclasses.asdict(config),
+        "recipe_changes": changes_from_recipe(config),
         "model": model_config.to_json()
         | {
             "params": param_count(model_config),

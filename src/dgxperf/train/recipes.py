@@ -12,8 +12,11 @@ speed and accuracy compare fairly (guide A §7's table):
   copies, set_per_process_memory_fraction(0.9); batches padded to max_len as CLUE baseline scripts do.
 - ``optimized``: what measurably helps on Hopper, each piece a field that can be switched off: bf16
   autocast (no scaler), length-bucketed dynamic padding, fused AdamW, torch.compile, a larger batch
-  with the learning rate scaled to it, no_sync during accumulation, and every batch shape of the run
-  compiled before the clock starts (``warm_shapes``: a new shape mid-epoch recompiles, seconds of stall).
+  with the learning rate scaled to it, no_sync during accumulation, every batch shape of the run
+  compiled before the clock starts (``warm_shapes``: a new shape mid-epoch recompiles, seconds of stall),
+  and the whole step recorded as one CUDA graph per batch shape and replayed (``cuda_graphs``: one launch a
+  step instead of ~1,400; a field the user sets that rules graphs out, such as ``grad_accum=4``, turns them
+  off for that run instead of being refused).
 
 Every field can be overridden from the command line (``--set lr=3e-4``) or a YAML file; ``dgxperf train
 --show-recipe NAME`` prints one, ``--diff-recipes A B`` shows what differs.
@@ -240,9 +243,12 @@ class TrainConfig:
             )
 
     def _validate_cuda_graphs(self) -> None:
-        if not self.cuda_graphs:
-            return
-        # what a replayed step cannot do (train/graphs.py): each clause names what to change
+        reasons = self.graph_conflicts() if self.cuda_graphs else []
+        if reasons:
+            raise RecipeError("cuda_graphs=true records one whole step; it cannot with " + "; ".join(reasons))
+
+    def graph_conflicts(self) -> list[str]:
+        """What in this recipe a replayed step cannot do (train/graphs.py), each naming what to change."""
         refused = [
             (self.grad_accum > 1, f"grad_accum={self.grad_accum}: one micro-batch a step (set grad_accum=1)"),
             (
@@ -259,9 +265,7 @@ class TrainConfig:
                 f"compile_mode={self.compile_mode}: torch.compile's own CUDA graphs (leave compile_mode unset)",
             ),
         ]
-        reasons = [reason for bad, reason in refused if bad]
-        if reasons:
-            raise RecipeError("cuda_graphs=true records one whole step; it cannot with " + "; ".join(reasons))
+        return [reason for bad, reason in refused if bad]
 
 
 def for_world(config: TrainConfig, world_size: int) -> tuple[TrainConfig, str | None]:
@@ -313,6 +317,7 @@ OPTIMIZED = dataclasses.replace(
     no_sync=True,
     gradient_as_bucket_view=True,
     warm_shapes=True,
+    cuda_graphs=True,
 )
 
 RECIPES: dict[str, TrainConfig] = {"baseline": BASELINE, "guide": GUIDE, "optimized": OPTIMIZED}
@@ -409,12 +414,27 @@ def build_config(
     """The named recipe, then the YAML file's fields (which may name a ``recipe`` to start from), then ``--set``."""
     file_fields = load_yaml(yaml_file) if yaml_file else {}
     base = get_recipe(str(file_fields.pop("recipe", recipe)))
-    config = apply_overrides(base, file_fields)
-    return apply_overrides(config, overrides or {})
+    fields = {key.replace("-", "_"): value for key, value in file_fields.items()}
+    fields.update({key.replace("-", "_"): value for key, value in (overrides or {}).items()})
+    if not base.cuda_graphs or "cuda_graphs" in fields:
+        return apply_overrides(base, fields)
+    # The recipe's own graphs give way to a field the user asked for that rules them out (grad_accum=4,
+    # fsdp=true...): that run takes the eager step, and its recorded config says cuda_graphs=false.
+    eager = apply_overrides(dataclasses.replace(base, cuda_graphs=False), fields)
+    return eager if eager.graph_conflicts() else dataclasses.replace(eager, cuda_graphs=True)
 
 
 def to_dict(config: TrainConfig) -> dict[str, Any]:
     return dataclasses.asdict(config)
+
+
+def changes_from_recipe(config: TrainConfig) -> dict[str, Any] | None:
+    """The fields where ``config`` differs from its named recipe as that recipe stands now, or None when
+    ``config.recipe`` names no built-in recipe. Recorded with each run, since a recipe's defaults change
+    over time (``optimized`` gained ``cuda_graphs=true`` on 2026-12-05) and a run's config alone cannot say
+    which of its fields were asked for."""
+    base = RECIPES.get(config.recipe)
+    return None if base is None else {field: new for field, _, new in diff(base, config)}
 
 
 def diff(a: TrainConfig, b: TrainConfig) -> list[tuple[str, Any, Any]]:
