@@ -630,8 +630,11 @@ def train(
     if device not in ("cuda", "cpu"):
         usage_error(f"--device {device!r}: use cuda or cpu")
     config, world_note = recipes.for_world(config, gpus)
-    if world_note:
-        err_console.print(f"note: {world_note}", highlight=False)
+    asked_for = {key.replace("-", "_") for key in overrides}
+    graphs_note = None if "cuda_graphs" in asked_for else recipes.graphs_given_way(config)
+    for note in (world_note, graphs_note):
+        if note:
+            err_console.print(f"note: {note}", highlight=False)
     note_emulated_bf16(device, config.precision)
     if device == "cuda":
         from dgxperf.bench.device import gpu_count

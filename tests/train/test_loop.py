@@ -220,6 +220,11 @@ def test_bad_user_data_is_a_usage_error_with_file_and_line(tmp_path: Path) -> No
     no_gpu = cli("train", "--gpus", "8", home=tmp_path)
     if not torch.cuda.is_available():
         assert no_gpu.returncode == 2 and "no CUDA GPU" in no_gpu.stderr
+        # optimized's CUDA graphs give way to a field that rules them out, and the run says so before it starts
+        accumulated = cli("train", "--recipe", "optimized", *overrides(grad_accum="2"), home=tmp_path)
+        note = " ".join(accumulated.stderr.split())
+        assert "note: optimized replays its step as CUDA graphs, which grad_accum=2 rules out" in note
+        assert accumulated.returncode == 2 and "Traceback" not in accumulated.stderr
 
 
 def test_fsdp_two_processes_checkpoint_and_resume(tmp_path: Path) -> None:

@@ -150,3 +150,18 @@ def test_a_run_records_the_fields_it_changed_in_its_recipe() -> None:
     accumulated = recipes.build_config("optimized", overrides={"grad_accum": "4"})
     assert recipes.changes_from_recipe(accumulated) == {"grad_accum": 4, "cuda_graphs": False}
     assert recipes.changes_from_recipe(dataclasses.replace(recipes.GUIDE, recipe="mine")) is None
+
+
+def test_a_run_that_cannot_replay_its_recipes_graphs_is_told_which_field_rules_them_out() -> None:
+    accumulated = recipes.build_config("optimized", overrides={"grad_accum": "4"})
+    assert recipes.graphs_given_way(accumulated) == (
+        "optimized replays its step as CUDA graphs, which grad_accum=4 rules out: this run takes the eager step"
+    )
+    both = recipes.build_config("optimized", overrides={"grad_accum": "2", "precision": "fp16"})
+    assert "which grad_accum=2 and precision=fp16 rule out" in (recipes.graphs_given_way(both) or "")
+    assert recipes.graphs_given_way(recipes.build_config("optimized")) is None  # graphs on: nothing to say
+    assert (
+        recipes.graphs_given_way(recipes.build_config("optimized", overrides={"cuda_graphs": "false"}))
+        is None
+    )
+    assert recipes.graphs_given_way(recipes.build_config("guide", overrides={"grad_accum": "4"})) is None

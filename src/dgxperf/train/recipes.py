@@ -19,7 +19,7 @@ speed and accuracy compare fairly (guide A §7's table):
   off for that run instead of being refused).
 
 Every field can be overridden from the command line (``--set lr=3e-4``) or a YAML file; ``dgxperf train
---show-recipe NAME`` prints one, ``--diff-recipes A B`` shows what differs.
+--show-recipe NAME`` prints one, ``--diff A --diff B`` shows what differs.
 """
 
 from __future__ import annotations
@@ -426,6 +426,20 @@ def build_config(
 
 def to_dict(config: TrainConfig) -> dict[str, Any]:
     return dataclasses.asdict(config)
+
+
+def graphs_given_way(config: TrainConfig) -> str | None:
+    """A note for a run whose recipe replays its step as CUDA graphs but which cannot (``build_config`` turned
+    them off for a field the user asked for), naming that field; None otherwise."""
+    base = RECIPES.get(config.recipe)
+    if base is None or not base.cuda_graphs or config.cuda_graphs:
+        return None
+    reasons = dataclasses.replace(config, cuda_graphs=True).graph_conflicts()
+    if not reasons:
+        return None
+    fields = " and ".join(reason.split(":")[0] for reason in reasons)
+    verb = "rules" if len(reasons) == 1 else "rule"
+    return f"{config.recipe} replays its step as CUDA graphs, which {fields} {verb} out: this run takes the eager step"
 
 
 def changes_from_recipe(config: TrainConfig) -> dict[str, Any] | None:
