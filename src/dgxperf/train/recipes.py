@@ -243,29 +243,38 @@ class TrainConfig:
             )
 
     def _validate_cuda_graphs(self) -> None:
-        reasons = self.graph_conflicts() if self.cuda_graphs else []
-        if reasons:
-            raise RecipeError("cuda_graphs=true records one whole step; it cannot with " + "; ".join(reasons))
+        conflicts = self.graph_conflicts() if self.cuda_graphs else []
+        if conflicts:
+            reasons = "; ".join(f"{setting}: {why}" for setting, why in conflicts)
+            raise RecipeError("cuda_graphs=true records one whole step; it cannot with " + reasons)
 
-    def graph_conflicts(self) -> list[str]:
-        """What in this recipe a replayed step cannot do (train/graphs.py), each naming what to change."""
+    def graph_conflicts(self) -> list[tuple[str, str]]:
+        """What in this recipe a replayed step cannot do (train/graphs.py): (the setting, why and what to
+        change instead) for each."""
         refused = [
-            (self.grad_accum > 1, f"grad_accum={self.grad_accum}: one micro-batch a step (set grad_accum=1)"),
+            (
+                self.grad_accum > 1,
+                f"grad_accum={self.grad_accum}",
+                "one micro-batch a step (set grad_accum=1)",
+            ),
             (
                 self.precision == "fp16",
-                "precision=fp16: its grad scaler reads found_inf on the host (use bf16)",
+                "precision=fp16",
+                "its grad scaler reads found_inf on the host (use bf16)",
             ),
-            (self.fsdp, "fsdp=true: the graph holds whole gradients (set fsdp=false)"),
+            (self.fsdp, "fsdp=true", "the graph holds whole gradients (set fsdp=false)"),
             (
                 self.activation_checkpointing,
-                "activation_checkpointing=true: it saves RNG states on the host (set it to false)",
+                "activation_checkpointing=true",
+                "it saves RNG states on the host (set it to false)",
             ),
             (
                 self.compile and self.compile_mode in CUDA_GRAPH_MODES,
-                f"compile_mode={self.compile_mode}: torch.compile's own CUDA graphs (leave compile_mode unset)",
+                f"compile_mode={self.compile_mode}",
+                "torch.compile's own CUDA graphs (leave compile_mode unset)",
             ),
         ]
-        return [reason for bad, reason in refused if bad]
+        return [(setting, why) for bad, setting, why in refused if bad]
 
 
 def for_world(config: TrainConfig, world_size: int) -> tuple[TrainConfig, str | None]:
@@ -434,11 +443,11 @@ def graphs_given_way(config: TrainConfig) -> str | None:
     base = RECIPES.get(config.recipe)
     if base is None or not base.cuda_graphs or config.cuda_graphs:
         return None
-    reasons = dataclasses.replace(config, cuda_graphs=True).graph_conflicts()
-    if not reasons:
+    conflicts = dataclasses.replace(config, cuda_graphs=True).graph_conflicts()
+    if not conflicts:
         return None
-    fields = " and ".join(reason.split(":")[0] for reason in reasons)
-    verb = "rules" if len(reasons) == 1 else "rule"
+    fields = " and ".join(setting for setting, _ in conflicts)
+    verb = "rules" if len(conflicts) == 1 else "rule"
     return f"{config.recipe} replays its step as CUDA graphs, which {fields} {verb} out: this run takes the eager step"
 
 
