@@ -11,7 +11,8 @@
 # encoder and fine-tune and runs the rest: at 32 epochs the first call pretrains, the second fine-tunes.
 # Results: $OUT/pretrain-mlm.json and $OUT/pretrain-electra.json (empty for a run cut at its limit), each
 # run's epochs-OBJECTIVE.jsonl (every finished epoch, probes included), the log, and $OUT/ft.tgz
-# (objectives-ft/OBJECTIVE/: seeds.tgz, the fine-tunes' log and monitor recording): 6 files of the 8 that
+# (objectives-ft/OBJECTIVE/: seeds.tgz, the fine-tunes' log and monitor recording; objectives-ft/paired.txt:
+# each ELECTRA fine-tune against the masked LM's of the same seed, answer by answer): 6 files of the 8 that
 # come back. Dry-run on the CPU (2026-12-05) through a python3 shim adding --device cpu --preset tiny.
 set -uo pipefail
 OUT="${OUT:?set OUT}"
@@ -73,4 +74,24 @@ for objective in mlm electra; do
   OUT="/tmp/objectives-ft/$objective" ENCODER="$ENCODERS/$objective" WORK="/tmp/ft-$objective" KEEP_DONE=yes \
     EPOCHS="$FT_EPOCHS" RUNS="$FT_RUNS" END_S="$left" STOP_AFTER_S=$((left - 60)) bash "$here/capture_seeds.sh"
 done
+# Each fine-tune from the ELECTRA encoder against the same recipe and seed from the masked LM's, answer by answer
+python3 - /tmp/ft-electra /tmp/ft-mlm <<'PAIRS' 2>&1 | tee "/tmp/objectives-ft/paired.txt" | tee -a "$OUT/log-objectives.txt"
+import sys
+from pathlib import Path
+
+from dgxperf.train.paired import PredictionsError, compare_runs
+
+electra, mlm = map(Path, sys.argv[1:3])
+for run in sorted(p.parent for p in electra.glob("*/result.json")):
+    other = mlm / run.name
+    try:
+        c = compare_runs(run, other)
+    except (PredictionsError, OSError) as exc:
+        print(f"{run.name}: not paired ({exc})")
+        continue
+    low, high = (100 * x for x in c["difference_ci95"])
+    print(f"{run.name}: electra {100 * c['accuracy_a']:.2f}%, mlm {100 * c['accuracy_b']:.2f}%, "
+          f"difference {100 * c['difference']:+.2f} points (95% {low:+.2f} to {high:+.2f}), "
+          f"{c['a_only']}/{c['b_only']} right in one only, McNemar p {c['p_value']:.3f}")
+PAIRS
 tar czf "$OUT/ft.tgz" -C /tmp objectives-ft
