@@ -13,7 +13,7 @@
 # run's epochs-OBJECTIVE.jsonl (every finished epoch, probes included), the log, and $OUT/ft.tgz
 # (objectives-ft/OBJECTIVE/: seeds.tgz, the fine-tunes' log and monitor recording; objectives-ft/paired.txt:
 # each ELECTRA fine-tune against the masked LM's of the same seed, answer by answer): 6 files of the 8 that
-# come back. Dry-run on the CPU (2026-12-05) through a python3 shim adding --device cpu --preset tiny.
+# come back. Dry-run on the CPU (2026-12-05) with PATH="$PWD/scripts/h200/dry-run:$PATH" (preset tiny).
 set -uo pipefail
 OUT="${OUT:?set OUT}"
 EPOCHS="${EPOCHS:-32}"
