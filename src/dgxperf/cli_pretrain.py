@@ -69,7 +69,7 @@ def pretrain(
         typer.Option(
             "--objective",
             help="mlm (BERT's masked LM) or electra (a small generator fills the masks, the encoder spots "
-            "replaced tokens).",
+            "replaced tokens; on the default task its fine-tunes scored 2-2.5 points below mlm's, README).",
         ),
     ] = "mlm",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the weights, masks and row order.")] = 0,

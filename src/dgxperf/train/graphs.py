@@ -18,7 +18,16 @@ a fixed address outside the graphs' memory pool:
   new run, to the checkpoint's state for a resumed one).
 
 Every shape's graph shares one memory pool: replays run one at a time on one stream, and the only output
-kept across a replay, the loss, is read (stream-ordered) before the next one.
+kept across a replay, the loss, is read (stream-ordered) before the next one. Two things keep that pool
+small, after a 256-token fine-tune ran out of the H100's 80 GB recording its 19th of 32 shapes
+(``2026-12-05-h100-encoder-256``; at 128 tokens the card already had 64 GB reserved against a 20 GB peak):
+
+- the cache the warm-up and the rehearsal left is handed back to CUDA before the first capture. While a
+  capture is underway PyTorch's allocator never frees cached blocks (``release_cached_blocks`` is skipped:
+  no ``cudaFree`` mid-capture), so memory cached for the eager passes is out of the graphs' reach;
+- the shapes are recorded largest first (:func:`capture_order`). A block freed in one capture can be split
+  for a smaller request of a later one, never grown for a larger one: recorded smallest first, every
+  shape's activations needed new segments, and the pool held the sum of them instead of the largest.
 
 On the CPU there is nothing to capture: the same step runs eagerly on the same static tensors, which is how
 the CPU tests check this bookkeeping against the ordinary loop, loss for loss. With several processes each
@@ -39,6 +48,13 @@ from typing import Any
 from dgxperf.train import checkpoint
 from dgxperf.train.recipes import TrainConfig
 from dgxperf.train.warmup import Shape, warm_shapes
+
+
+def capture_order(shapes: list[Shape]) -> list[Shape]:
+    """The order to record ``shapes`` in: most tokens first, the masked one of a pair first (a mask is one
+    more input and the attention kernel that takes it needs at least as much), so that each later capture
+    fits in blocks an earlier one freed."""
+    return sorted(shapes, key=lambda shape: (-shape[0] * shape[1], shape[2], shape))
 
 
 class CaptureError(Exception):
@@ -86,6 +102,8 @@ class GraphedStep:
         # allocated while the step was recorded (the allocator counts private pools in its statistics,
         # PyTorch #51436), so an epoch's own max_memory_allocated misses them. This is their peak.
         self.capture_peak_bytes: int | None = None
+        # What the graphs' pool holds: the card's reserved memory after the captures less before them.
+        self.capture_pool_bytes: int | None = None
         # The learning rates the captured optimizer step reads: one device tensor per parameter group.
         # CUDA's fused AdamW reads a tensor lr as float32 (a float lr it takes in double): a relative change
         # of ~6e-8, so graphed and eager GPU runs are not bit-identical. On the CPU the tensors are float64
@@ -113,11 +131,14 @@ class GraphedStep:
                 self.batches[shape] = self._static_batch(shape)
             self._rehearse([self.batches[shape] for shape in shapes])
         if self.capture:
+            torch.cuda.empty_cache()  # the rehearsal ended with a synchronize: nothing cached is in flight
             torch.cuda.reset_peak_memory_stats(self.context.device)
-            for shape in shapes:
+            reserved_before = torch.cuda.memory_reserved(self.context.device)
+            for shape in capture_order(shapes):
                 self._capture(shape, self.batches[shape])
             torch.cuda.current_stream(self.context.device).wait_stream(self.stream)
             self.capture_peak_bytes = torch.cuda.max_memory_allocated(self.context.device)
+            self.capture_pool_bytes = torch.cuda.memory_reserved(self.context.device) - reserved_before
         self.seconds = time.perf_counter() - began
         return warmed  # the shape warm-up's record; what was captured is in summary()
 
@@ -249,5 +270,6 @@ class GraphedStep:
             "eager_steps": self.eager_steps,
             "prepare_seconds": round(self.seconds, 3),
             "capture_peak_memory_bytes": self.capture_peak_bytes,
+            "capture_pool_bytes": self.capture_pool_bytes,
             "device": "cuda" if self.capture else "cpu (nothing to capture: the step ran eagerly)",
         }
