@@ -617,7 +617,7 @@ def train(
         if test_file is not None:
             overrides["test_file"] = str(test_file)
     try:
-        config = recipes.build_config(recipe, yaml_file=config_file, overrides=overrides)
+        config, asked_for = recipes.build_config_asked(recipe, yaml_file=config_file, overrides=overrides)
     except recipes.RecipeError as exc:
         usage_error(str(exc))
     if show_recipe:
@@ -630,7 +630,6 @@ def train(
     if device not in ("cuda", "cpu"):
         usage_error(f"--device {device!r}: use cuda or cpu")
     config, world_note = recipes.for_world(config, gpus)
-    asked_for = {key.replace("-", "_") for key in overrides}
     graphs_note = None if "cuda_graphs" in asked_for else recipes.graphs_given_way(config)
     for note in (world_note, graphs_note):
         if note:

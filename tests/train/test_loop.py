@@ -225,6 +225,15 @@ def test_bad_user_data_is_a_usage_error_with_file_and_line(tmp_path: Path) -> No
         note = " ".join(accumulated.stderr.split())
         assert "note: optimized replays its step as CUDA graphs, which grad_accum=2 rules out" in note
         assert accumulated.returncode == 2 and "Traceback" not in accumulated.stderr
+        # a recipe file counts as asking too: the note comes for its grad_accum, and not once it turns graphs off
+        recipe_file = tmp_path / "accumulate.yaml"
+        recipe_file.write_text("recipe: optimized\ngrad_accum: 2\n")
+        from_file = cli("train", "--config", str(recipe_file), home=tmp_path)
+        assert "which grad_accum=2 rules out" in " ".join(from_file.stderr.split())
+        recipe_file.write_text("recipe: optimized\ngrad_accum: 2\ncuda_graphs: false\n")
+        turned_off = cli("train", "--config", str(recipe_file), home=tmp_path)
+        assert turned_off.returncode == 2 and "no CUDA GPU" in turned_off.stderr
+        assert "replays its step" not in turned_off.stderr and "Traceback" not in turned_off.stderr
 
 
 def test_fsdp_two_processes_checkpoint_and_resume(tmp_path: Path) -> None:

@@ -421,16 +421,25 @@ def build_config(
     recipe: str, *, yaml_file: Path | None = None, overrides: Mapping[str, str] | None = None
 ) -> TrainConfig:
     """The named recipe, then the YAML file's fields (which may name a ``recipe`` to start from), then ``--set``."""
+    return build_config_asked(recipe, yaml_file=yaml_file, overrides=overrides)[0]
+
+
+def build_config_asked(
+    recipe: str, *, yaml_file: Path | None = None, overrides: Mapping[str, str] | None = None
+) -> tuple[TrainConfig, frozenset[str]]:
+    """``build_config``'s config, and the fields the YAML file and ``--set`` asked for (the notes about
+    what a recipe gave up depend on whether the user asked for it)."""
     file_fields = load_yaml(yaml_file) if yaml_file else {}
     base = get_recipe(str(file_fields.pop("recipe", recipe)))
     fields = {key.replace("-", "_"): value for key, value in file_fields.items()}
     fields.update({key.replace("-", "_"): value for key, value in (overrides or {}).items()})
+    asked = frozenset(fields)
     if not base.cuda_graphs or "cuda_graphs" in fields:
-        return apply_overrides(base, fields)
+        return apply_overrides(base, fields), asked
     # The recipe's own graphs give way to a field the user asked for that rules them out (grad_accum=4,
     # fsdp=true...): that run takes the eager step, and its recorded config says cuda_graphs=false.
     eager = apply_overrides(dataclasses.replace(base, cuda_graphs=False), fields)
-    return eager if eager.graph_conflicts() else dataclasses.replace(eager, cuda_graphs=True)
+    return (eager if eager.graph_conflicts() else dataclasses.replace(eager, cuda_graphs=True)), asked
 
 
 def to_dict(config: TrainConfig) -> dict[str, Any]:
