@@ -18,16 +18,17 @@ a fixed address outside the graphs' memory pool:
   new run, to the checkpoint's state for a resumed one).
 
 Every shape's graph shares one memory pool: replays run one at a time on one stream, and the only output
-kept across a replay, the loss, is read (stream-ordered) before the next one. Two things keep that pool
-small, after a 256-token fine-tune ran out of the H100's 80 GB recording its 19th of 32 shapes
-(``2026-12-05-h100-encoder-256``; at 128 tokens the card already had 64 GB reserved against a 20 GB peak):
+kept across a replay, the loss, is read (stream-ordered) before the next one. Two things are meant to keep
+that pool small (added after a 256-token fine-tune ran out of the H100's 80 GB recording its 19th of 32
+shapes, ``2026-12-05-h100-encoder-256``, where at 128 tokens the card had 64 GB reserved against a 20 GB
+peak; not yet measured on a GPU):
 
 - the cache the warm-up and the rehearsal left is handed back to CUDA before the first capture. While a
   capture is underway PyTorch's allocator never frees cached blocks (``release_cached_blocks`` is skipped:
   no ``cudaFree`` mid-capture), so memory cached for the eager passes is out of the graphs' reach;
 - the shapes are recorded largest first (:func:`capture_order`). A block freed in one capture can be split
-  for a smaller request of a later one, never grown for a larger one: recorded smallest first, every
-  shape's activations needed new segments, and the pool held the sum of them instead of the largest.
+  for a smaller request of a later one, never grown for a larger one: recorded smallest first, each
+  longer shape's activations need new segments, and the pool tends to the sum of them, not the largest.
 
 On the CPU there is nothing to capture: the same step runs eagerly on the same static tensors, which is how
 the CPU tests check this bookkeeping against the ordinary loop, loss for loss. With several processes each
