@@ -97,6 +97,9 @@ def test_summarize_runs_pairs_each_variant_with_its_nearest_reference() -> None:
     result = summarize(graphs)
     assert "vs optimized-s1: +0.00 points" in result.stdout
     assert "speed x1.60, step losses at most 0 apart over 6 logged steps" in result.stdout
+    # memory: what the epochs allocated at their peak and what the card kept reserved (the recording's cost)
+    h100 = summarize(str(ROOT / "docs/benchmarks/2026-12-05-h100-encoder-256")).stdout
+    assert "test 86.18%" in h100 and "memory 20.4 GB peak, 64.1 GB reserved" in h100
     table = summarize(graphs, "--table").stdout
     # issue 4's table: per epoch seconds, samples/s and speed against guide of the same seed
     assert (

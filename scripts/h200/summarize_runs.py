@@ -68,6 +68,10 @@ def describe(folder: Path) -> dict[str, Any] | None:
         "peak_memory_gb": round(max(e["peak_memory_bytes"] or 0 for e in epochs) / 1e9, 1)
         if epochs
         else None,
+        # what the card held: the graphs' recording kept 64 GB reserved against a 20 GB peak (2026-12-05)
+        "peak_reserved_gb": round(max(e.get("peak_reserved_bytes") or 0 for e in epochs) / 1e9, 1)
+        if epochs
+        else None,
         "cuda_graphs": result.get("cuda_graphs"),
         "bound": (result.get("profile") or {}).get("bound"),
         "real_tokens_per_s": [round(e["real_tokens_per_s"]) for e in epochs if e.get("real_tokens_per_s")],
@@ -207,8 +211,12 @@ def main() -> int:
         return 0
     for r in runs:
         fields = ",".join(f"{k}={v}" for k, v in r["variant"].items()) or "-"
+        pool = (r["cuda_graphs"] or {}).get("capture_pool_bytes")
+        memory = f"  memory {r['peak_memory_gb']} GB peak, {r['peak_reserved_gb']} GB reserved" + (
+            f", graphs' pool {pool / 1e9:.1f} GB" if pool is not None else ""
+        )
         print(f"{r['run']:<48} {r['recipe']:<9} seed {r['seed']}  test {100 * r['test_accuracy']:.2f}%  "
-              f"samples/s {r['samples_per_s']}  {fields}")  # fmt: skip
+              f"samples/s {r['samples_per_s']}  {fields}{memory if r['peak_memory_gb'] else ''}")  # fmt: skip
     for p in paired:
         if "error" in p:
             print(f"{p['run']} vs {p['against']}: {p['error']}")
