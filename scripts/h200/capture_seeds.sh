@@ -71,6 +71,11 @@ train() {  # NAME LIMIT FIELD-ARGS...: one fine-tune; its JSON and stderr kept b
   cat "$WORK/$name.err"
   return "$rc"
 }
+run_limit() {  # seconds a run may take now: RUN_LIMIT_S, or what is left before END_S if that is less
+  local limit="$RUN_LIMIT_S"
+  [[ -n "${END_S:-}" ]] && (( END_S - SECONDS < limit )) && limit=$((END_S - SECONDS))
+  echo "$limit"
+}
 python3 -m dgxperf monitor --record "$OUT/monitor-seeds.jsonl" --quiet > "$OUT/monitor-seeds.log" 2>&1 &
 monitor=$!
 for run in $RUNS; do
@@ -83,8 +88,7 @@ for run in $RUNS; do
     continue
   fi
   rm -rf "${WORK:?}/$name" "$WORK/$name.json"  # a run an earlier call cut: start it again
-  limit="$RUN_LIMIT_S"
-  [[ -n "${END_S:-}" ]] && (( END_S - SECONDS < limit )) && limit=$((END_S - SECONDS))
+  limit="$(run_limit)"
   if (( limit < 30 )); then
     echo "== $run not started: ${limit} s left before END_S=$END_S"
     break
@@ -94,8 +98,7 @@ for run in $RUNS; do
   echo "exit $? $(date -u +%T)"
   if (( ${#graphs_off[@]} == 0 )) && tr -s '\n' ' ' < "$WORK/$name.err" | grep -q "cuda_graphs=true: recording the step"; then
     graphs_off=(--set cuda_graphs=false)
-    limit="$RUN_LIMIT_S"
-    [[ -n "${END_S:-}" ]] && (( END_S - SECONDS < limit )) && limit=$((END_S - SECONDS))
+    limit="$(run_limit)"
     if (( limit >= 30 )); then
       echo "== $name's graphs could not be recorded: again with the eager step, as every later run of this call"
       rm -rf "${WORK:?}/$name"

@@ -45,6 +45,11 @@ def recipe_changes(result: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in config.items() if base.get(k) != v}
 
 
+def peak_gb(epochs: list[dict[str, Any]], key: str) -> float | None:
+    """The largest of the epochs' ``key`` (bytes) in GB, or None for a run without epochs."""
+    return round(max(e.get(key) or 0 for e in epochs) / 1e9, 1) if epochs else None
+
+
 def describe(folder: Path) -> dict[str, Any] | None:
     """One run's figures, or None for a folder without a finished run."""
     try:
@@ -65,13 +70,9 @@ def describe(folder: Path) -> dict[str, Any] | None:
         "test_accuracy": result["test"]["accuracy"],
         "samples_per_s": [round(e["samples_per_s"]) for e in epochs if e.get("samples_per_s")],
         "epoch_seconds": [round(e["epoch_seconds"], 1) for e in epochs],
-        "peak_memory_gb": round(max(e["peak_memory_bytes"] or 0 for e in epochs) / 1e9, 1)
-        if epochs
-        else None,
+        "peak_memory_gb": peak_gb(epochs, "peak_memory_bytes"),
         # what the card held: the graphs' recording kept 64 GB reserved against a 20 GB peak (2026-12-05)
-        "peak_reserved_gb": round(max(e.get("peak_reserved_bytes") or 0 for e in epochs) / 1e9, 1)
-        if epochs
-        else None,
+        "peak_reserved_gb": peak_gb(epochs, "peak_reserved_bytes"),
         "cuda_graphs": result.get("cuda_graphs"),
         "bound": (result.get("profile") or {}).get("bound"),
         "real_tokens_per_s": [round(e["real_tokens_per_s"]) for e in epochs if e.get("real_tokens_per_s")],
