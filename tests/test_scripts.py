@@ -131,3 +131,34 @@ def test_summarize_runs_pairs_each_variant_with_its_nearest_reference() -> None:
     assert module.recipe_changes({"recipe": "optimized", "config": dict(eager_then, cuda_graphs=True)}) == {
         "cuda_graphs": True
     }
+
+
+def test_summarize_runs_reports_a_weight_average_against_its_own_trained_weights(tmp_path: Path) -> None:
+    """A real CPU run with ema_decay: its result scores the trained weights beside the average, and
+    summarize_runs.py prints the paired difference between the two from that result."""
+    import os
+    import sys
+
+    from dgxperf.train.loop import RunOptions, train
+
+    overrides = {"preset": "tiny", "train_samples": "256", "batch_size": "32", "lr": "2e-3", "epochs": "2",
+                 "compile": "false", "num_workers": "0", "precision": "fp32", "ema_decay": "0.9"}  # fmt: skip
+    config = recipes.build_config("optimized", overrides=overrides)
+    out = tmp_path / "runs" / "optimized-s1-ema"
+    result = train(
+        config, RunOptions(out_dir=out, cache_dir=tmp_path / "cache", device="cpu", checkpoints=False)
+    )
+    assert result is not None
+    paired = result["weight_average"]["paired"]
+    shown = subprocess.run(
+        [sys.executable, "scripts/h200/summarize_runs.py", str(tmp_path / "runs")], capture_output=True,
+        text=True, cwd=ROOT, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    expected = (
+        f"optimized-s1-ema: its weight average (decay 0.9) {100 * paired['difference']:+.2f} points over its "
+        f"trained weights ({100 * paired['accuracy_b']:.2f}%;"
+    )
+    assert expected in shown.stdout
+    assert f"{paired['a_only']} reviews right only averaged, {paired['b_only']} only trained" in shown.stdout
+    assert "mean of 1 run(s)" in shown.stdout

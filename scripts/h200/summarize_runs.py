@@ -50,6 +50,16 @@ def peak_gb(epochs: list[dict[str, Any]], key: str) -> float | None:
     return round(max(e.get(key) or 0 for e in epochs) / 1e9, 1) if epochs else None
 
 
+def average_effect(average: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A run's weight average (``ema_decay`` > 0) against its own trained weights, or None without one."""
+    if not average:
+        return None
+    paired = average["paired"]
+    return {"decay": average["decay"], "unaveraged_test_accuracy": paired["accuracy_b"]} | {
+        k: paired[k] for k in ("difference", "difference_ci95", "p_value", "a_only", "b_only")
+    }
+
+
 def describe(folder: Path) -> dict[str, Any] | None:
     """One run's figures, or None for a folder without a finished run."""
     try:
@@ -74,6 +84,8 @@ def describe(folder: Path) -> dict[str, Any] | None:
         # what the card held: the graphs' recording kept 64 GB reserved against a 20 GB peak (2026-12-05)
         "peak_reserved_gb": peak_gb(epochs, "peak_reserved_bytes"),
         "cuda_graphs": result.get("cuda_graphs"),
+        # ema_decay > 0: the average against the very weights it averaged, on the same test reviews
+        "weight_average": average_effect(result.get("weight_average")),
         "bound": (result.get("profile") or {}).get("bound"),
         "real_tokens_per_s": [round(e["real_tokens_per_s"]) for e in epochs if e.get("real_tokens_per_s")],
         "mfu": [e.get("mfu") for e in epochs],
@@ -218,6 +230,17 @@ def main() -> int:
         )
         print(f"{r['run']:<48} {r['recipe']:<9} seed {r['seed']}  test {100 * r['test_accuracy']:.2f}%  "
               f"samples/s {r['samples_per_s']}  {fields}{memory if r['peak_memory_gb'] else ''}")  # fmt: skip
+    averaged = [r for r in runs if r["weight_average"]]
+    for r in averaged:
+        a = r["weight_average"]
+        low, high = a["difference_ci95"]
+        print(f"{r['run']}: its weight average (decay {a['decay']}) {100 * a['difference']:+.2f} points over "
+              f"its trained weights ({100 * a['unaveraged_test_accuracy']:.2f}%; 95% {100 * low:+.2f} to "
+              f"{100 * high:+.2f}, {a['a_only']} reviews right only averaged, {a['b_only']} only trained, "
+              f"McNemar p = {a['p_value']:.3g})")  # fmt: skip
+    if averaged:
+        mean = sum(r["weight_average"]["difference"] for r in averaged) / len(averaged)
+        print(f"weight average: {100 * mean:+.2f} points over its own trained weights, mean of {len(averaged)} run(s)")
     for p in paired:
         if "error" in p:
             print(f"{p['run']} vs {p['against']}: {p['error']}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jsonschema
 import pytest
 import torch
 
@@ -93,3 +94,18 @@ def test_a_run_with_the_average_trains_the_same_steps_and_scores_other_weights(t
     assert results["0"]["test"]["loss"] != results["0.9"]["test"]["loss"]
     assert results["0"]["epochs"][0]["dev_loss"] != results["0.9"]["epochs"][0]["dev_loss"]
     assert results["0.9"]["config"]["ema_decay"] == 0.9
+    # and the trained weights are scored beside the average: the same scores as the run without one
+    plain, averaged = results["0"], results["0.9"]
+    assert plain["weight_average"] is None and "dev_accuracy_unaveraged" not in plain["epochs"][0]
+    side = averaged["weight_average"]
+    assert side["decay"] == 0.9 and side["updates"] == averaged["steps"]
+    assert side["test_unaveraged"]["loss"] == pytest.approx(plain["test"]["loss"], rel=1e-6)
+    assert side["paired"]["accuracy_b"] == pytest.approx(plain["test"]["accuracy"])
+    assert side["paired"]["accuracy_a"] == pytest.approx(averaged["test"]["accuracy"])
+    assert side["paired"]["samples"] == averaged["test"]["samples"]
+    for mine, theirs in zip(averaged["epochs"], plain["epochs"], strict=True):
+        assert mine["dev_loss_unaveraged"] == pytest.approx(theirs["dev_loss"], rel=1e-6)
+        assert mine["dev_accuracy_unaveraged"] == pytest.approx(theirs["dev_accuracy"])
+    schema = json.loads((Path(recipes.__file__).parents[1] / "schemas" / "train.v1.json").read_text())
+    jsonschema.validate(averaged, schema)
+    jsonschema.validate(plain, schema)
