@@ -122,6 +122,22 @@ def test_summarize_runs_pairs_each_variant_with_its_nearest_reference() -> None:
     assert module.reference_of(ema, runs) is long  # not the 128-token run: one field apart, not two
     assert module.reference_of(long, runs) is short
     assert module.reference_of(short, runs) is None
+
+    # speed against guide: the guide run of the same seed and variant (both averaged), else guide's own recipe
+    def timed(recipe: str, rates: list[int], **variant: object) -> dict[str, object]:
+        return {"recipe": recipe, "seed": 2, "encoder": "e", "variant": variant, "samples_per_s": rates}
+
+    plain_guide, averaged_guide = timed("guide", [100, 100]), timed("guide", [50, 50], ema_decay=0.99)
+    timed_runs = [plain_guide, averaged_guide]
+    assert module.speed_vs_guide(timed("optimized", [500, 400], ema_decay=0.99), timed_runs) == [10.0, 8.0]
+    assert module.speed_vs_guide(timed("optimized", [500, 400], cuda_graphs=True), timed_runs) == [5.0, 4.0]
+    assert module.speed_vs_guide(timed("optimized", [500, 400]), [averaged_guide]) is None
+    average = {"unaveraged_test_accuracy": 0.8571}
+    assert module.test_cell({"test_accuracy": 0.86, "weight_average": None}) == "86.00%"
+    assert (
+        module.test_cell({"test_accuracy": 0.86, "weight_average": average})
+        == "86.00% averaged, 85.71% trained"
+    )
     # a run records what it changed in its recipe; older results are read against the recipe of their day
     assert module.recipe_changes({"recipe": "optimized", "recipe_changes": {"lr": 3e-4}, "config": {}}) == {
         "lr": 3e-4

@@ -162,15 +162,23 @@ def by_change(paired: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def speed_vs_guide(run: dict[str, Any], runs: list[dict[str, Any]]) -> list[float] | None:
     """Each epoch's samples/s over that epoch of the `guide` run with the same seed and encoder (the 3x line
-    is per epoch), or None without such a run."""
-    guide = next(
-        (r for r in runs if r["recipe"] == "guide" and not r["variant"]
-         and (r["seed"], r["encoder"]) == (run["seed"], run["encoder"])),
-        None,
-    )  # fmt: skip
+    is per epoch), or None without such a run: the guide run with the same variant (both with a weight
+    average, say), else guide's own recipe."""
+    guides = [r for r in runs if r["recipe"] == "guide" and (r["seed"], r["encoder"]) == (run["seed"], run["encoder"])]
+    guide = next((r for r in guides if r["variant"] == run["variant"]), None) or next(
+        (r for r in guides if not r["variant"]), None
+    )
     if guide is None or not run["samples_per_s"] or len(guide["samples_per_s"]) != len(run["samples_per_s"]):
         return None
     return [mine / theirs for mine, theirs in zip(run["samples_per_s"], guide["samples_per_s"], strict=True)]
+
+
+def test_cell(run: dict[str, Any]) -> str:
+    """The test accuracy; with a weight average, the average's and the trained weights' (the recipe's own)."""
+    average = run["weight_average"]
+    if not average:
+        return f"{100 * run['test_accuracy']:.2f}%"
+    return f"{100 * run['test_accuracy']:.2f}% averaged, {100 * average['unaveraged_test_accuracy']:.2f}% trained"
 
 
 def markdown_table(runs: list[dict[str, Any]]) -> str:
@@ -195,7 +203,7 @@ def markdown_table(runs: list[dict[str, Any]]) -> str:
             f"| {f'{mfu:.1%}' if mfu is not None else '-'} "
             f"| {peak} "
             f"| {joined([100 * a if a is not None else None for a in r['dev_accuracy']], '.2f')} "
-            f"| {100 * r['test_accuracy']:.2f}% |"
+            f"| {test_cell(r)} |"
         )
     return "\n".join(lines)
 
