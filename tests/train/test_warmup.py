@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from dgxperf.train import recipes
 from dgxperf.train.data import BucketBatchSampler, FixedBatchSampler
@@ -53,12 +54,39 @@ def test_warm_shapes_runs_every_shape_the_given_number_of_times() -> None:
     model = Encoder(ModelConfig(vocab_size=40, num_labels=2, max_len=16, layers=1, hidden=8, heads=2, ffn=16))
     seen: list[tuple[int, ...]] = []
     model.register_forward_pre_hook(lambda _, args: seen.append(tuple(args[0].shape)))
-    context = type("Context", (), {"device": torch.device("cpu"), "sync": lambda self: None})()
+    context = type("Context", (), {"device": torch.device("cpu"), "cuda": False, "sync": lambda self: None})()
     shapes = [(2, 8, False), (3, 16, True)]
     warmed = warm_shapes(model, shapes, context, contextlib.nullcontext, passes=3)
     assert seen == [(2, 8)] * 3 + [(3, 16)] * 3
     assert warmed["passes"] == 3 and warmed["shapes"] == [[2, 8, False], [3, 16, True]]
     assert all(p.grad is None for p in model.parameters())
+
+
+def test_warm_shapes_hands_the_cuda_cache_back_between_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On CUDA the cache is emptied after each shape's passes (not between the passes of one shape), so the
+    warm-up holds one shape's memory; off CUDA nothing is called. The call is recorded by a stand-in: this
+    machine has no GPU, so only the order of calls can be checked here."""
+    import contextlib
+
+    import torch
+
+    from dgxperf.train.model import Encoder, ModelConfig
+
+    model = Encoder(ModelConfig(vocab_size=40, num_labels=2, max_len=16, layers=1, hidden=8, heads=2, ffn=16))
+    events: list[object] = []
+    model.register_forward_pre_hook(lambda _, args: events.append(tuple(args[0].shape)))
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: events.append("empty"))
+    shapes = [(2, 8, False), (3, 16, True), (1, 4, True)]
+    for cuda, expected in [
+        (True, [(2, 8), (2, 8), "empty", (3, 16), (3, 16), "empty", (1, 4), (1, 4), "empty"]),
+        (False, [(2, 8), (2, 8), (3, 16), (3, 16), (1, 4), (1, 4)]),
+    ]:
+        events.clear()
+        context = type(
+            "Context", (), {"device": torch.device("cpu"), "cuda": cuda, "sync": lambda self: None}
+        )()
+        warm_shapes(model, shapes, context, contextlib.nullcontext, passes=2)
+        assert events == expected
 
 
 def test_warm_up_leaves_the_training_exactly_as_it_was(tmp_path: Path) -> None:

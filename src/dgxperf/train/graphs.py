@@ -48,7 +48,7 @@ from typing import Any
 
 from dgxperf.train import checkpoint
 from dgxperf.train.recipes import TrainConfig
-from dgxperf.train.warmup import Shape, warm_shapes
+from dgxperf.train.warmup import Shape, release_cache, warm_shapes
 
 
 def capture_order(shapes: list[Shape]) -> list[Shape]:
@@ -176,6 +176,7 @@ class GraphedStep:
             warnings.simplefilter("ignore")
             for static in statics:
                 self._step(static)
+                release_cache(self.context)  # one shape's activations at a time, as in the warm-up
         checkpoint.set_rng_state(rng)
         for lr, value in zip(self.lrs, kept_lrs, strict=True):
             lr.fill_(value)

@@ -59,6 +59,17 @@ def passes_per_shape(config: TrainConfig) -> int:
     return 3 if config.compile and config.compile_mode in CUDA_GRAPH_MODES else 1
 
 
+def release_cache(context: Any) -> None:
+    """Hand the CUDA cache back between shapes. Each shape's activations are freed when its backward ends,
+    but blocks cut to one shape's sizes rarely fit the next: at 128 tokens the 20 shapes of a graphed run
+    left 61 GB cached for a ~20 GB step (NVML, 2026-12-05-h100-encoder-160), at 256 tokens 83 GB of an 80 GB
+    card. Emptied between shapes, the warm-up holds about one shape's memory. A no-op off CUDA."""
+    if context.cuda:
+        import torch
+
+        torch.cuda.empty_cache()
+
+
 def warm_shapes(
     model: Any,
     shapes: list[Shape],
@@ -75,7 +86,9 @@ def warm_shapes(
     rng = checkpoint.rng_state()
     graphs = parallel.compiled_graphs()
     began = time.perf_counter()
-    for batch, length, full in [shape for shape in shapes for _ in range(passes)]:
+    for index, (batch, length, full) in enumerate(shape for shape in shapes for _ in range(passes)):
+        if index and index % passes == 0:
+            release_cache(context)
         ids = torch.full((batch, length), CLS_ID, dtype=torch.long, device=context.device)
         mask = None
         if not full:  # the last position of each row is padding
@@ -91,6 +104,7 @@ def warm_shapes(
         else:
             param.grad = None
     context.sync()
+    release_cache(context)
     checkpoint.set_rng_state(rng)
     return {
         "shapes": [list(s) for s in shapes],
