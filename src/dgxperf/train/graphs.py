@@ -22,7 +22,7 @@ kept across a replay, the loss, is read (stream-ordered) before the next one. Tw
 that pool small (added after a 256-token fine-tune ran out of the H100's 80 GB recording its 19th of 32
 shapes, ``2026-12-05-h100-encoder-256``, where at 128 tokens the card had 64 GB reserved against a 20 GB
 peak; measured since at 128 tokens, ``2026-12-05-h100-encoder-160``: 22.6 GB reserved, a 15.7 GB pool, the
-same speed; not yet at 256):
+same speed; at 256 tokens, ``2026-12-05-h100-encoder-256-pairs``: every shape recorded, a 30.5 GB pool):
 
 - the cache the warm-up and the rehearsal left is handed back to CUDA before the first capture. While a
   capture is underway PyTorch's allocator never frees cached blocks (``release_cached_blocks`` is skipped:
