@@ -2,7 +2,7 @@
 `NAME` at 256 tokens and `NAME-max_len128`, as `capture_next.sh`'s item 2 writes them), their test accuracy
 by review length. Run as
 
-    .venv/bin/python scripts/experiments/truncation_pairs.py docs/benchmarks/2026-12-05-h100-encoder-256-pairs/ft
+    .venv/bin/python scripts/experiments/truncation_pairs.py docs/benchmarks/2026-12-05-h100-encoder-256-pairs
 
 A 128-token row holds 126 characters ([CLS] and [SEP] take two), a 256-token row 254, so a longer row can
 only change the answers on reviews of 127 characters or more; a gain elsewhere is the fine-tune's noise.
@@ -62,6 +62,8 @@ def main() -> None:
                 f"  {label}: {inside.sum()} reviews, 256 {right_long[inside].mean():.2%} against "
                 f"128 {right_short[inside].mean():.2%}, {gain:+d} right ({gain / len(gold):+.2%} of the split)"
             )
+    if not any(totals.values()):
+        raise SystemExit(f"no NAME-max_len128 under {args.folder} has its NAME run beside it")
     for label, gains in totals.items():
         mean = float(np.mean(gains))
         print(f"mean over {len(gains)} pairs, {label}: {mean:+.1f} right ({mean / len(lengths):+.2%})")
