@@ -55,6 +55,50 @@ def test_lr_follows_the_batch_linearly_or_by_the_square_root() -> None:
         recipes.apply_overrides(recipes.OPTIMIZED, {"lr_scaling": "cube"})
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "rule"),
+    [
+        ("label_smoothing", "2", r"label_smoothing=2.0 must be in \[0, 1\)"),
+        ("label_smoothing", "-0.1", r"label_smoothing=-0.1 must be in \[0, 1\)"),
+        ("weight_decay", "-0.01", "weight_decay=-0.01 must be 0 or more"),
+        ("beta1", "1", r"beta1=1.0 must be in \[0, 1\)"),
+        ("beta2", "1.5", r"beta2=1.5 must be in \[0, 1\)"),
+        ("eps", "0", "eps=0.0 must be positive"),
+        ("clip_grad_norm", "-1", "clip_grad_norm=-1.0 must be 0 or more"),
+        ("scaler_init_scale", "0", "scaler_init_scale=0.0 must be positive"),
+        ("scaler_growth_factor", "1", "scaler_growth_factor=1.0 must be above 1"),
+        ("scaler_backoff_factor", "1", r"scaler_backoff_factor=1.0 must be in \(0, 1\)"),
+        ("scaler_growth_interval", "0", "scaler_growth_interval=0 must be positive"),
+        ("bucket_cap_mb", "0", "bucket_cap_mb=0 must be positive"),
+        ("powersgd_rank", "0", "powersgd_rank=0 must be positive"),
+        ("init_timeout_s", "-5", "init_timeout_s=-5 must be positive"),
+        ("num_workers", "-1", "num_workers=-1 must be 0 or more"),
+        ("checkpoint_every", "-10", "checkpoint_every=-10 must be 0 or more steps"),
+        ("synthetic_samples", "0", "synthetic_samples=0 must be positive"),
+        ("lr_reference_batch", "0", "lr_reference_batch=0 must be positive"),
+    ],
+)
+def test_a_number_out_of_range_is_refused_by_name(field: str, value: str, rule: str) -> None:
+    """What these fields feed (AdamW, GradScaler, cross-entropy, DDP, the DataLoader) would otherwise fail
+    deep inside PyTorch, after the data is prepared, as an unexplained RuntimeError."""
+    with pytest.raises(RecipeError, match=rule):
+        recipes.apply_overrides(recipes.OPTIMIZED, {field: value})
+
+
+def test_the_edges_of_those_ranges_are_accepted() -> None:
+    edges = {
+        "label_smoothing": "0",
+        "weight_decay": "0",
+        "beta1": "0",
+        "clip_grad_norm": "0",
+        "num_workers": "0",
+        "checkpoint_every": "0",
+        "lr_reference_batch": "none",
+    }
+    config = recipes.apply_overrides(recipes.GUIDE, edges)
+    assert (config.label_smoothing, config.clip_grad_norm, config.lr_reference_batch) == (0.0, 0.0, None)
+
+
 def test_cuda_graph_modes_need_the_whole_model_compiled() -> None:
     """compile_mode=reduce-overhead with per-block compile died on the H200's first steps (CUDA graph
     output overwritten, 2026-12-04-h200-encoder-j): refused up front, naming the two settings that work."""

@@ -237,10 +237,49 @@ class TrainConfig:
             raise RecipeError("task=files needs train_file (and optionally dev_file, test_file)")
         if not 0 <= self.dropout < 1 or not 0 <= self.attn_dropout < 1:
             raise RecipeError("dropout and attn_dropout must be in [0, 1)")
+        self._validate_ranges()
         if self.init_from is not None and self.task == "synthetic":
             raise RecipeError(
                 "init_from needs real text: a pretrained vocabulary means nothing to task=synthetic"
             )
+
+    def _validate_ranges(self) -> None:
+        """The numeric fields no other check covers, caught here with their name rather than deep inside
+        PyTorch (label_smoothing=2 used to end as "dgxperf bug: RuntimeError" after the data was prepared)."""
+        ranges: tuple[tuple[str, bool, str], ...] = (
+            ("label_smoothing", 0 <= self.label_smoothing < 1, "in [0, 1) (0: none)"),
+            ("weight_decay", self.weight_decay >= 0, "0 or more"),
+            ("beta1", 0 <= self.beta1 < 1, "in [0, 1)"),
+            ("beta2", 0 <= self.beta2 < 1, "in [0, 1)"),
+            ("eps", self.eps > 0, "positive"),
+            (
+                "clip_grad_norm",
+                self.clip_grad_norm is None or self.clip_grad_norm >= 0,
+                "0 or more (0: no clipping)",
+            ),
+            ("scaler_init_scale", self.scaler_init_scale > 0, "positive"),
+            ("scaler_growth_factor", self.scaler_growth_factor > 1, "above 1"),
+            ("scaler_backoff_factor", 0 < self.scaler_backoff_factor < 1, "in (0, 1)"),
+            ("scaler_growth_interval", self.scaler_growth_interval > 0, "positive"),
+            ("bucket_cap_mb", self.bucket_cap_mb > 0, "positive"),
+            ("powersgd_rank", self.powersgd_rank > 0, "positive"),
+            ("init_timeout_s", self.init_timeout_s > 0, "positive"),
+            ("num_workers", self.num_workers >= 0, "0 or more (0: load in the training process)"),
+            (
+                "checkpoint_every",
+                (self.checkpoint_every or 0) >= 0,
+                "0 or more steps (0: only at epoch ends)",
+            ),
+            ("synthetic_samples", self.synthetic_samples > 0, "positive"),
+            (
+                "lr_reference_batch",
+                self.lr_reference_batch is None or self.lr_reference_batch > 0,
+                "positive",
+            ),
+        )
+        for field, valid, rule in ranges:
+            if not valid:
+                raise RecipeError(f"{field}={getattr(self, field)} must be {rule}")
 
     def _validate_cuda_graphs(self) -> None:
         conflicts = self.graph_conflicts() if self.cuda_graphs else []
