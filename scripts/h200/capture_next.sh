@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # The next device call, whichever card comes (docs/benchmarks/PENDING.md's rule; calls naming nvidia-h200
-# were given an H100 four sessions running on 2026-12-05). On an H200 the table (PENDING item 1: one 80-epoch
-# masked-LM encoder, the three recipes with seed 1, then optimized and guide with more seeds, then optimized
-# seeds 1-3 with pooling=mean if time is left); on any other card the pooling and label-smoothing pairs
-# (item 2: from one 128-token encoder, optimized with [CLS] pooling against the mean over real tokens, seeds
-# 1-6, and against label_smoothing=0.1, seeds 1-4; each pair shares encoder and seed, and the list is ordered
-# so that a session cut short still leaves whole pairs).
+# were given an H100 five sessions running on 2026-12-05). On an H200 the table (PENDING item 1: one 80-epoch
+# masked-LM encoder, the three recipes with seed 1, then more seeds of each while time is left); on any other
+# card the measurements that need no encoder: first the graphed step under the profiler and the compile probe
+# (item 2, capture_graphs.sh, one call), then on the next call the ablation with every batch shape warmed up
+# (item 3, capture_validate.sh with the other phases skipped, resumed from /tmp by later calls on the same
+# warm machine until validate.json says complete).
 # The same command every call, carrying .data:
 #   OUT=$OUT bash scripts/h200/capture_next.sh
-# Each item keeps what earlier calls on the still-warm machine finished (KEEP_DONE) and resumes a cut
+# The table keeps what earlier calls on the still-warm machine finished (KEEP_DONE) and resumes a cut
 # pretraining from its checkpoint, so the command is repeated until its log says every run is finished.
-# Results as capture_table.sh's and capture_seeds.sh's: log-table.txt, pretrain.json, log-seeds.txt,
-# monitor-seeds.{jsonl,log} and seeds.tgz.
+# Results as capture_table.sh's and capture_seeds.sh's (log-table.txt, pretrain.json, log-seeds.txt,
+# monitor-seeds.{jsonl,log}, seeds.tgz), capture_graphs.sh's (seeds.tgz, probe-compile.jsonl) and
+# capture_validate.sh's (log-validate.txt, validate.tgz).
 set -uo pipefail
 OUT="${OUT:?set OUT}"
 here="$(dirname "${BASH_SOURCE[0]}")"
@@ -22,16 +23,26 @@ if [[ "$card" == *H200* ]]; then
   # a pretraining cut after epoch 79 would resume from epoch 60. Seed 1 of optimized may then wait a call.
   OUT=$OUT VALIDATE=no BUDGET_S=540 bash "$here/capture_table.sh"
   OUT=$OUT KEEP_DONE=yes RUN_LIMIT_S=300 \
-    RUNS="optimized:1 guide:1 baseline:1 optimized:2 guide:2 optimized:3 optimized:1:pooling=mean optimized:2:pooling=mean optimized:3:pooling=mean" \
+    RUNS="optimized:1 guide:1 baseline:1 optimized:2 guide:2 optimized:3 guide:3 baseline:2" \
     END_S=$((590 - SECONDS)) STOP_AFTER_S=$((500 - SECONDS)) bash "$here/capture_seeds.sh"
 else
-  echo "== ${card:-no GPU named}: the pooling and label-smoothing pairs (PENDING item 2)"
-  # 540 s: 80 epochs at 128 tokens take ~445 s on an H100 (4.15 s an epoch, the first ~56 s with the compile,
-  # ~60 s outside the epochs: 2026-12-05-h100-encoder-160)
-  OUT=$OUT VALIDATE=no BUDGET_S=540 bash "$here/capture_table.sh"
-  OUT=$OUT KEEP_DONE=yes \
-    RUNS="optimized:1 optimized:1:pooling=mean optimized:1:label_smoothing=0.1 optimized:2 optimized:2:pooling=mean optimized:2:label_smoothing=0.1 \
-optimized:3 optimized:3:pooling=mean optimized:4 optimized:4:pooling=mean optimized:3:label_smoothing=0.1 optimized:4:label_smoothing=0.1 \
-optimized:5 optimized:5:pooling=mean optimized:6 optimized:6:pooling=mean" \
-    END_S=$((590 - SECONDS)) STOP_AFTER_S=$((500 - SECONDS)) bash "$here/capture_seeds.sh"
+  # The machine keeps /tmp while it stays warm (30 s after a call), so a marker there says which item is next;
+  # ITEM=graphs or ITEM=ablation chooses instead (a fresh machine after the graphs: ITEM=ablation).
+  state=/tmp/dgxperf-next
+  mkdir -p "$state"
+  item="${ITEM:-graphs}"
+  [[ -z "${ITEM:-}" && -f "$state/graphs-started" ]] && item=ablation
+  if [[ "$item" == graphs ]]; then
+    echo "== ${card:-no GPU named}: the graphed step under the profiler, and the compile probe (PENDING item 2)"
+    # marked before it runs: a call cut at its limit still sends its runs back, and the next call moves on
+    touch "$state/graphs-started"
+    OUT=$OUT bash "$here/capture_graphs.sh"
+  elif [[ "$item" == ablation ]]; then
+    echo "== ${card:-no GPU named}: the ablation with every batch shape warmed up (PENDING item 3)"
+    OUT=$OUT RUN=/tmp/dgxperf-validate-ablation LIMIT_S=540 \
+      EXTRA="--skip doctor --skip bench --skip pretrain --skip train --skip advise" bash "$here/capture_validate.sh"
+  else
+    echo "ITEM=$item: expected graphs or ablation" >&2
+    exit 2
+  fi
 fi

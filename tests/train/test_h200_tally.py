@@ -193,3 +193,68 @@ def test_encoders_k_and_l_share_a_forty_percent_setting_but_not_weights() -> Non
     assert identities["encoder-k"] != identities["encoder-l"]
     optimized = [quoted for recipe, quoted in KL_RUNS.values() if recipe == "optimized"]
     assert round(statistics.fmean(optimized), 2) == 85.89  # the tally's single-character mean: 85.82
+
+
+# Encoder M (2026-12-05-h100-pooling-smoothing-pairs): pretrained as the tally's encoders are (reviews only, 80
+# epochs, single characters at 15%), but on an H100, so its runs extend the tally rather than enter the H200 list.
+# Run folder -> test accuracy as its README quotes it; the variants are paired with the default of their seed.
+ENCODER_M = "2026-12-05-h100-pooling-smoothing-pairs"
+M_DEFAULT_QUOTED = (86.23, 85.71, 86.06, 86.41, 86.06, 84.33, 85.89, 84.91)  # seeds 1-8
+M_DEFAULTS = {f"optimized-s{seed}": quoted for seed, quoted in enumerate(M_DEFAULT_QUOTED, start=1)}
+M_GUIDE = {"guide-s1": 85.31}
+
+
+def encoder_m_result(folder: str) -> dict[str, Any]:
+    return json.loads((BENCH / ENCODER_M / folder / "result.json").read_text())
+
+
+def encoder_m_accuracy(folder: str) -> float:
+    return 100 * encoder_m_result(folder)["test"]["accuracy"]
+
+
+def test_encoder_m_runs_are_tally_fine_tunes_from_one_eighty_epoch_single_character_encoder() -> None:
+    pretrain = json.loads((BENCH / ENCODER_M / "pretrain.json").read_text())
+    settings = pretrain["settings"]
+    assert (settings["epochs"], settings["mask_prob"], settings["mask_span"]) == (80, 0.15, 1)
+    assert settings["extra_text"] is None and settings["objective"] == "mlm"
+    identities = set()
+    for folder, quoted in {**M_DEFAULTS, **M_GUIDE}.items():
+        result = encoder_m_result(folder)
+        identity = result["init"]["pretrain"]
+        assert identity["settings"] == settings and identity["final_loss"] == pretrain["final_loss"], folder
+        identities.add(identity["sha256"])
+        recipe, config = result["recipe"], result["config"]
+        assert (config["epochs"], config["task"], config["pooling"], config["label_smoothing"]) == (
+            3, "chnsenticorp", "cls", 0.0), folder  # fmt: skip
+        assert (result["global_batch"], result["lr"]) == pytest.approx(OWN_SETTINGS[recipe]), folder
+        assert round(100 * result["test"]["accuracy"], 2) == quoted, folder
+    assert len(identities) == 1
+
+
+def test_the_tally_with_encoder_m(runs: list[dict[str, Any]]) -> None:
+    """The README and encoder M's README: the H200 tally with M's nine default runs."""
+    extended = [*runs, *({"recipe": encoder_m_result(f)["recipe"], "accuracy": encoder_m_accuracy(f)}
+                         for f in (*M_DEFAULTS, *M_GUIDE))]  # fmt: skip
+    assert tally(extended) == {
+        "optimized": (19, 85.77, 11),
+        "guide": (9, 85.61, 2),
+        "baseline": (3, 85.41, 0),
+    }
+    assert round(statistics.fmean(M_DEFAULTS.values()), 2) == 85.70
+
+
+@pytest.mark.parametrize(
+    ("variant", "quoted_mean", "negatives"), [("poolingmean", -0.31, 3), ("label_smoothing0.1", 0.09, 3)]
+)
+def test_encoder_m_pairs_the_readme_quotes(variant: str, quoted_mean: float, negatives: int) -> None:
+    """Seeds 1-6, each variant against the default run of its seed."""
+    field = {"poolingmean": ("pooling", "mean"), "label_smoothing0.1": ("label_smoothing", 0.1)}[variant]
+    differences = []
+    for seed in range(1, 7):
+        paired = encoder_m_result(f"optimized-s{seed}-{variant}")
+        assert paired["config"][field[0]] == field[1] and paired["config"]["seed"] == seed
+        differences.append(
+            encoder_m_accuracy(f"optimized-s{seed}-{variant}") - encoder_m_accuracy(f"optimized-s{seed}")
+        )
+    assert round(statistics.fmean(differences), 2) == quoted_mean
+    assert sum(d < 0 for d in differences) == negatives
