@@ -94,6 +94,8 @@ def test_ablation_variants_follow_the_node_and_the_mode() -> None:
     quick = {v.name for v in ablation_variants(plan(gpu_count=0))}
     assert not any("compile" in n or "workers" in n or "repeat" in n or "graphs" in n for n in quick)
     assert {"optimized", "guide", "optimized - bucketing", "guide + bf16"} <= quick
+    # quick mode pins the eager step (a CPU records no graph); fp16's variant asks for the same, so it stays
+    assert plan(gpu_count=0).shared["cuda_graphs"] == "false" and "optimized - bf16" in quick
 
 
 def test_effects_use_the_faster_of_the_repeated_references() -> None:
