@@ -350,3 +350,28 @@ def test_a_real_mmu_fault_is_an_application_xid_not_a_hardware_fault() -> None:
     # the counters that would make it a hardware fault stayed at zero through the fault
     for name in ("ecc_dbe_volatile", "remapped_pending", "pcie_replay"):
         assert {s.gpus[0].metrics[name] for s in samples} == {0.0}, name
+
+
+# ------------------------------------------------------------------ an H100 (2026-12-05, twenty-first session)
+
+
+def test_jobs_run_one_after_another_are_not_an_input_stall() -> None:
+    """Four fine-tunes in a row (tests/data/h100/monitor/sequential-fine-tunes.jsonl): each process starts up
+    with the GPU idle, trains with a dev pass between epochs, and exits, so utilisation climbs from below 40 %
+    to above 85 % 8 times in 202 s, enough climbs for guide A's swing but 2.4 a minute, where the starved loop
+    climbed 15.6 times a minute. Only the power cap is reported: the graphed step held sw_power_cap."""
+    header, samples, warnings = read_recording(
+        ROOT / "tests" / "data" / "h100" / "monitor" / "sequential-fine-tunes.jsonl"
+    )
+    assert not warnings and header.gpus[0].name == "NVIDIA H100 80GB HBM3"
+    window = Window(samples, header)
+    assert swing_cycles(window.values("gpu_util_pct", 0), 40, 85) == 8 and round(window.duration_s) == 202
+    rules = fired(header, samples)
+    assert set(rules) == {"health.throttling"}
+    # with the rate condition off, the count alone would call it a stall, as it did before the condition
+    assert "input.util_swing" in fired(
+        header, samples, thresholds={"input.util_swing": {"min_cycles_per_min": 0}}
+    )
+    header_s, starved = load("starved-swing")
+    starved_window = Window(starved, header_s)
+    assert 6 * 60 / starved_window.duration_s > 15
