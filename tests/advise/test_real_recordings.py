@@ -355,23 +355,53 @@ def test_a_real_mmu_fault_is_an_application_xid_not_a_hardware_fault() -> None:
 # ------------------------------------------------------------------ an H100 (2026-12-05, twenty-first session)
 
 
-def test_jobs_run_one_after_another_are_not_an_input_stall() -> None:
-    """Four fine-tunes in a row (tests/data/h100/monitor/sequential-fine-tunes.jsonl): each process starts up
-    with the GPU idle, trains with a dev pass between epochs, and exits, so utilisation climbs from below 40 %
-    to above 85 % 8 times in 202 s, enough climbs for guide A's swing but 2.4 a minute, where the starved loop
-    climbed 15.6 times a minute. Only the power cap is reported: the graphed step held sw_power_cap."""
-    header, samples, warnings = read_recording(
-        ROOT / "tests" / "data" / "h100" / "monitor" / "sequential-fine-tunes.jsonl"
-    )
+H100 = ROOT / "tests" / "data" / "h100" / "monitor"
+
+
+@pytest.mark.parametrize(
+    ("name", "climbs", "seconds"), [("two-fine-tunes", 6, 90), ("sequential-fine-tunes", 8, 202)]
+)
+def test_jobs_run_one_after_another_are_not_an_input_stall(name: str, climbs: int, seconds: int) -> None:
+    """Fine-tunes run one after another (tests/data/h100/monitor/, capture-log.txt): each process starts up
+    with the GPU idle, trains 5-s epochs with a dev pass between them, and exits, so utilisation climbs from
+    below 40 % to above 85 % three times a run: enough climbs for guide A's swing, but 4.0 a minute at most,
+    where the starved loop climbed 15.6 times a minute. Only the power cap is reported: the graphed step
+    held sw_power_cap."""
+    header, samples, warnings = read_recording(H100 / f"{name}.jsonl")
     assert not warnings and header.gpus[0].name == "NVIDIA H100 80GB HBM3"
     window = Window(samples, header)
-    assert swing_cycles(window.values("gpu_util_pct", 0), 40, 85) == 8 and round(window.duration_s) == 202
-    rules = fired(header, samples)
-    assert set(rules) == {"health.throttling"}
-    # with the rate condition off, the count alone would call it a stall, as it did before the condition
+    assert swing_cycles(window.values("gpu_util_pct", 0), 40, 85) == climbs
+    assert round(window.duration_s) == seconds
+    assert set(fired(header, samples)) == {"health.throttling"}
+    # the count alone calls it a stall, as the rule did before it asked for a rate
     assert "input.util_swing" in fired(
         header, samples, thresholds={"input.util_swing": {"min_cycles_per_min": 0}}
     )
-    header_s, starved = load("starved-swing")
-    starved_window = Window(starved, header_s)
-    assert 6 * 60 / starved_window.duration_s > 15
+
+
+def test_the_starved_loop_swings_faster_than_the_rate_the_rule_asks_for() -> None:
+    header, samples = load("starved-swing")
+    window = Window(samples, header)
+    climbs = swing_cycles(window.values("gpu_util_pct", 0), 40, 85)
+    assert climbs * 60 / window.duration_s == pytest.approx(15.65, abs=0.01)
+
+
+def test_mixed_precision_recipes_are_not_told_to_use_amp() -> None:
+    """`guide` (fp16 AMP) between two `optimized` runs (bf16) on an H100 (guide-between-optimized.jsonl): over
+    the busy ticks the tensor pipes read 19.8 % and the SMs 59 %, which the first threshold (tensor under 20 %)
+    called "matmuls not in AMP". The FP32 pipe's 2.7 % says the matmuls are not there either; the fp32
+    baseline on the H200 reads tensor 0.9 % and FP32 67 %. guide's launch-bound host is what it reports."""
+    header, samples, warnings = read_recording(H100 / "guide-between-optimized.jsonl")
+    assert not warnings
+    window = Window(samples, header)
+    busy = window.busy(0, 50)
+    tensor, sm, fp32 = (
+        window.mean(m, 0, busy) for m in ("tensor_active_pct", "sm_active_pct", "fp32_active_pct")
+    )
+    assert tensor is not None and sm is not None and fp32 is not None
+    assert 19 < tensor < 20 and sm > 50 and fp32 < 5
+    assert set(fired(header, samples)) == {"launch.host_bound"}
+    first = {"compute.low_tensor": {"tensor_active_max_pct": 20, "fp32_active_min_pct": 0}}
+    assert "compute.low_tensor" in fired(header, samples, thresholds=first)  # the rule as it was
+    baseline = advise("train-baseline")["compute.low_tensor"]["evidence"]["metrics"]  # type: ignore[index]
+    assert baseline["tensor_active_pct"]["mean"] < 1 and baseline["fp32_active_pct"]["mean"] > 60
