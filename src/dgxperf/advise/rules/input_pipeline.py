@@ -89,6 +89,10 @@ class UtilSwing(Rule[UtilSwingThresholds]):
     guide = "A §6.1"
     origin = "guide"
     needs = ("gpu_util_pct",)
+    # When the GPU's own process keeps a core busy the swing is its host work, launches or batches made in
+    # the process, and launch.host_bound says so with the workers among its fixes: an eager `optimized` on
+    # the H200 swung 6 times in a minute with its process at one core (encoder K's call4-seeds.jsonl).
+    suppressed_by = ("launch.host_bound",)
 
     @classmethod
     def default_thresholds(cls) -> UtilSwingThresholds:
