@@ -89,7 +89,15 @@ def test_summarize_runs_pairs_each_variant_with_its_nearest_reference() -> None:
     result = summarize(str(ROOT / "docs/benchmarks/2026-12-04-h200-encoder-j/seeds"))
     assert result.returncode == 0, result.stderr[-2000:]
     assert "optimized-s2-lr_layer_decay0.9 vs optimized-s2: -1.32 points" in result.stdout
-    assert "lr_layer_decay=0.9: -0.75 points over 3 pair(s)" in result.stdout
+    assert (
+        "lr_layer_decay=0.9: -0.75 points over 3 pair(s), 3 negative; dev by epoch +0.33 / -1.17 / -0.83"
+        in (result.stdout)
+    )
+    # a change's mechanism on dev, epoch by epoch: mean pooling did not lift dev after epoch 1 (H100, encoder M)
+    pairs = summarize(str(ROOT / "docs/benchmarks/2026-12-05-h100-pooling-smoothing-pairs"))
+    assert "pooling=mean: -0.31 points over 6 pair(s), 3 negative; dev by epoch +0.30 / +0.51 / +0.25" in (
+        pairs.stdout
+    )
     assert re.search(r"vs optimized-s2: -1\.32 points .*step losses at most 0\.\d+ apart over \d+ logged steps",
                      result.stdout)  # fmt: skip
     # the graphed step is the eager one, replayed: on the H200 every logged loss came out the same
