@@ -20,18 +20,8 @@ from typing import Any
 from dgxperf.advise.base import Window
 from dgxperf.advise.engine import run_advise
 from dgxperf.advise.rules.launch import HostBoundProcess, process_cpu
-from dgxperf.monitor.sources import read_recording
 from dgxperf.samples import Header, Sample
-from tests.advise.test_real_recordings import ROOT, load
-
-H100 = ROOT / "tests" / "data" / "h100" / "monitor"
-
-
-def load_h100(name: str) -> tuple[Header, list[Sample]]:
-    header, samples, warnings = read_recording(H100 / f"{name}.jsonl")
-    assert not warnings, warnings
-    assert header.gpus and header.gpus[0].name == "NVIDIA H100 80GB HBM3"
-    return header, samples
+from tests.advise.test_real_recordings import load, load_h100
 
 
 def report(header: Header, samples: list[Sample], **options: Any) -> dict[str, Any]:

@@ -103,6 +103,16 @@ def load(name: str) -> tuple[Header, list[Sample]]:
     return header, samples
 
 
+H100 = ROOT / "tests" / "data" / "h100" / "monitor"
+
+
+def load_h100(name: str) -> tuple[Header, list[Sample]]:
+    header, samples, warnings = read_recording(H100 / f"{name}.jsonl")
+    assert not warnings, warnings
+    assert header.gpus and header.gpus[0].name == "NVIDIA H100 80GB HBM3"
+    return header, samples
+
+
 def fired(header: Header, samples: list[Sample], **options: Any) -> dict[str, dict[str, object]]:
     report = run_advise(samples, header, **options).to_json()
     return {s["rule"]: s for s in report["suggestions"]}
@@ -355,9 +365,6 @@ def test_a_real_mmu_fault_is_an_application_xid_not_a_hardware_fault() -> None:
 # ------------------------------------------------------------------ an H100 (2026-12-05, twenty-first session)
 
 
-H100 = ROOT / "tests" / "data" / "h100" / "monitor"
-
-
 @pytest.mark.parametrize(
     ("name", "climbs", "seconds"), [("two-fine-tunes", 6, 90), ("sequential-fine-tunes", 8, 202)]
 )
@@ -367,8 +374,7 @@ def test_jobs_run_one_after_another_are_not_an_input_stall(name: str, climbs: in
     below 40 % to above 85 % three times a run: enough climbs for guide A's swing, but 4.0 a minute at most,
     where the starved loop climbed 15.6 times a minute. Only the power cap is reported: the graphed step
     held sw_power_cap."""
-    header, samples, warnings = read_recording(H100 / f"{name}.jsonl")
-    assert not warnings and header.gpus[0].name == "NVIDIA H100 80GB HBM3"
+    header, samples = load_h100(name)
     window = Window(samples, header)
     assert swing_cycles(window.values("gpu_util_pct", 0), 40, 85) == climbs
     assert round(window.duration_s) == seconds
@@ -391,8 +397,7 @@ def test_mixed_precision_recipes_are_not_told_to_use_amp() -> None:
     the busy ticks the tensor pipes read 19.8 % and the SMs 59 %, which the first threshold (tensor under 20 %)
     called "matmuls not in AMP". The FP32 pipe's 2.7 % says the matmuls are not there either; the fp32
     baseline on the H200 reads tensor 0.9 % and FP32 67 %. guide's launch-bound host is what it reports."""
-    header, samples, warnings = read_recording(H100 / "guide-between-optimized.jsonl")
-    assert not warnings
+    header, samples = load_h100("guide-between-optimized")
     window = Window(samples, header)
     busy = window.busy(0, 50)
     tensor, sm, fp32 = (

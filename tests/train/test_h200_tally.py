@@ -9,6 +9,7 @@ to be such a fine-tune, so the list cannot quietly take in a variant (another ba
 
 from __future__ import annotations
 
+import functools
 import json
 import statistics
 from pathlib import Path
@@ -204,6 +205,7 @@ M_DEFAULTS = {f"optimized-s{seed}": quoted for seed, quoted in enumerate(M_DEFAU
 M_GUIDE = {"guide-s1": 85.31}
 
 
+@functools.cache  # every test reads the same few files
 def encoder_m_result(folder: str) -> dict[str, Any]:
     return json.loads((BENCH / ENCODER_M / folder / "result.json").read_text())
 

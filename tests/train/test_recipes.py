@@ -58,6 +58,11 @@ def test_lr_follows_the_batch_linearly_or_by_the_square_root() -> None:
 @pytest.mark.parametrize(
     ("field", "value", "rule"),
     [
+        ("lr_layer_decay", "0", r"lr_layer_decay=0.0 must be in \(0, 1\] \(1: one lr for all layers\)"),
+        ("warmup_ratio", "1", r"warmup_ratio=1.0 must be in \[0, 1\)"),
+        ("memory_fraction", "2", r"memory_fraction=2.0 must be in \(0, 1\]"),
+        ("ema_decay", "1", r"ema_decay=1.0 must be in \[0, 1\) \(0: no weight average\)"),
+        ("reinit_layers", "-1", r"reinit_layers=-1 must be 0 or more \(0: keep every layer\)"),
         ("label_smoothing", "2", r"label_smoothing=2.0 must be in \[0, 1\)"),
         ("label_smoothing", "-0.1", r"label_smoothing=-0.1 must be in \[0, 1\)"),
         ("weight_decay", "-0.01", "weight_decay=-0.01 must be 0 or more"),

@@ -184,14 +184,7 @@ class TrainConfig:
             raise RecipeError("max_len must be at least 4 ([CLS], [SEP] and some text)")
         if not 0 < self.lr < 1:
             raise RecipeError(f"lr={self.lr} is not a learning rate (0 < lr < 1)")
-        if not 0 < self.lr_layer_decay <= 1:
-            raise RecipeError(
-                f"lr_layer_decay={self.lr_layer_decay} must be in (0, 1] (1: one lr for all layers)"
-            )
-        if not 0 <= self.warmup_ratio < 1:
-            raise RecipeError(f"warmup_ratio={self.warmup_ratio} must be in [0, 1)")
-        if self.memory_fraction is not None and not 0 < self.memory_fraction <= 1:
-            raise RecipeError(f"memory_fraction={self.memory_fraction} must be in (0, 1]")
+        self._validate_ranges()
         if self.train_samples is not None and self.train_samples < 8:
             raise RecipeError("train_samples must be at least 8 (or none for the whole split)")
         if self.max_steps is not None and self.max_steps <= 0:
@@ -218,12 +211,8 @@ class TrainConfig:
                 "(one graph for the whole model: minutes of compiling) or "
                 "compile_mode=max-autotune-no-cudagraphs"
             )
-        if not 0 <= self.ema_decay < 1:
-            raise RecipeError(f"ema_decay={self.ema_decay} must be in [0, 1) (0: no weight average)")
         if self.ema_decay and self.fsdp:
             raise RecipeError("ema_decay averages whole weights; FSDP shards them (set fsdp=false)")
-        if self.reinit_layers < 0:
-            raise RecipeError(f"reinit_layers={self.reinit_layers} must be 0 or more (0: keep every layer)")
         if self.reinit_layers and self.init_from is None:
             raise RecipeError(
                 "reinit_layers re-initialises the top layers of a pretrained encoder: set init_from too"
@@ -237,16 +226,25 @@ class TrainConfig:
             raise RecipeError("task=files needs train_file (and optionally dev_file, test_file)")
         if not 0 <= self.dropout < 1 or not 0 <= self.attn_dropout < 1:
             raise RecipeError("dropout and attn_dropout must be in [0, 1)")
-        self._validate_ranges()
         if self.init_from is not None and self.task == "synthetic":
             raise RecipeError(
                 "init_from needs real text: a pretrained vocabulary means nothing to task=synthetic"
             )
 
     def _validate_ranges(self) -> None:
-        """The numeric fields no other check covers, caught here with their name rather than deep inside
-        PyTorch (label_smoothing=2 used to end as "dgxperf bug: RuntimeError" after the data was prepared)."""
+        """Each numeric field's range, refused with the field's name before anything runs rather than deep
+        inside PyTorch (label_smoothing=2 used to end as "dgxperf bug: RuntimeError" after the data was
+        prepared). Checked before the combinations of fields, so a bad number is named first."""
         ranges: tuple[tuple[str, bool, str], ...] = (
+            ("lr_layer_decay", 0 < self.lr_layer_decay <= 1, "in (0, 1] (1: one lr for all layers)"),
+            ("warmup_ratio", 0 <= self.warmup_ratio < 1, "in [0, 1)"),
+            (
+                "memory_fraction",
+                self.memory_fraction is None or 0 < self.memory_fraction <= 1,
+                "in (0, 1]",
+            ),
+            ("ema_decay", 0 <= self.ema_decay < 1, "in [0, 1) (0: no weight average)"),
+            ("reinit_layers", self.reinit_layers >= 0, "0 or more (0: keep every layer)"),
             ("label_smoothing", 0 <= self.label_smoothing < 1, "in [0, 1) (0: none)"),
             ("weight_decay", self.weight_decay >= 0, "0 or more"),
             ("beta1", 0 <= self.beta1 < 1, "in [0, 1)"),
