@@ -116,6 +116,35 @@ def test_out_of_memory_says_what_would_fit(tmp_path: Path, monkeypatch: pytest.M
         run(config("baseline"), tmp_path / "oom")
 
 
+@pytest.mark.parametrize(
+    ("extra", "fix"),
+    [
+        (
+            {"compile": "true", "compile_cpp_wrapper": "true"},
+            r"--set compile_cpp_wrapper=false \(Inductor's C\+\+",
+        ),
+        ({"compile": "true"}, r"--set compile=false \(eager\)"),
+    ],
+)
+def test_a_compile_failure_names_the_setting_that_avoids_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: dict[str, str], fix: str
+) -> None:
+    from torch._inductor.exc import InductorError
+
+    def fails(*args: Any, **kwargs: Any) -> None:  # what the H100 printed with compile_cpp_wrapper=true
+        cause = AssertionError(
+            "CudaKernelParamCache not populated for triton_poi_fused__to_copy_native_dropout_0"
+        )
+        raise InductorError(cause, None)
+
+    monkeypatch.setattr("dgxperf.train.loop._train", fails)
+    with pytest.raises(
+        TrainError,
+        match=r"^torch.compile failed \(AssertionError: CudaKernelParamCache .*\): run with " + fix,
+    ):
+        run(config("optimized", **extra), tmp_path / "compile")
+
+
 def cli(*args: str, home: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, "DGXPERF_HOME": str(home), "COLUMNS": "120", **(env or {})}
     return subprocess.run([sys.executable, "-m", "dgxperf", *args], capture_output=True, text=True, env=full,

@@ -515,6 +515,21 @@ def test_out_of_memory_says_what_to_lower(tmp_path: Path, monkeypatch: pytest.Mo
     assert not isinstance(info.value, PretrainInputError)  # a run that stopped, not bad input
 
 
+def test_a_compile_failure_says_to_pretrain_without_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torch._inductor.exc import InductorError
+
+    def fails(*args: Any) -> None:
+        raise InductorError(AssertionError("CudaKernelParamCache not populated for triton_poi_x"), None)
+
+    monkeypatch.setattr("dgxperf.train.loop.prepare_data", fails)
+    with pytest.raises(
+        PretrainError, match=r"^torch.compile failed \(AssertionError: .*\): run with --set compile=false"
+    ):
+        pretrain(config(), SETTINGS, tmp_path, tmp_path / "c", device="cpu")
+
+
 def test_the_same_seed_gives_the_same_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake_data(monkeypatch)
     settings = dataclasses.replace(SETTINGS, batch_size=4)

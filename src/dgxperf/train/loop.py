@@ -361,11 +361,14 @@ def autocast(config: TrainConfig, context: parallel.RunContext, *, cache_enabled
 def train(config: TrainConfig, options: RunOptions) -> dict[str, Any] | None:
     """Run ``config`` on this process; rank 0 returns the result (``None`` on the other ranks)."""
     import torch
+    from torch._dynamo.exc import BackendCompilerFailed
 
     config.validate()
     context = parallel.setup(config, options.env, want_cuda=options.device == "cuda")
     try:
         result = _train(config, options, context)
+    except BackendCompilerFailed as exc:  # Inductor's InductorError among them
+        raise TrainError(parallel.compile_failure(config, exc)) from exc
     except torch.cuda.OutOfMemoryError as exc:
         accum = config.grad_accum * 2
         raise TrainError(

@@ -354,6 +354,7 @@ def pretrain(
     ``OUT/checkpoint.pt`` every N epochs; ``resume`` continues from it, so that the encoder equals that of
     a run that never stopped. The checkpoint is removed once the encoder is written."""
     import torch
+    from torch._dynamo.exc import BackendCompilerFailed
 
     config.validate()
     settings.validate()
@@ -367,6 +368,8 @@ def pretrain(
         )
     try:
         return _pretrain(config, settings, out_dir, cache_dir, device, on_epoch, checkpoint_every, resume)
+    except BackendCompilerFailed as exc:  # Inductor's InductorError among them
+        raise PretrainError(parallel.compile_failure(config, exc)) from exc
     except torch.cuda.OutOfMemoryError as exc:
         raise PretrainError(
             f"CUDA out of memory with batches of {settings.batch_size} rows of {config.max_len} tokens: "
