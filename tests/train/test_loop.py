@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from dgxperf.train import recipes
-from dgxperf.train.loop import RunOptions, TrainError, train
+from dgxperf.train.loop import RunOptions, TrainError, steady_state, train
 from dgxperf.train.model import Encoder
 from dgxperf.train.paired import load_predictions
 
@@ -55,6 +55,52 @@ def test_baseline_learns_and_reports(tmp_path: Path) -> None:
     assert len(answers["predictions"]) == 64 and result["test_predictions"] == "test_predictions.json"
     right = sum(p == y for p, y in zip(answers["predictions"], answers["gold"], strict=True))
     assert right / 64 == result["test"]["accuracy"]
+
+
+def test_the_steady_rate_is_the_work_of_the_windows_after_the_first_over_their_time() -> None:
+    def window(samples: int, seconds: float, mfu: float | None = 0.3) -> dict[str, Any]:
+        return {"seconds": seconds, "samples_per_s": samples / seconds, "real_tokens_per_s": 50 * samples / seconds,
+                "mfu": mfu}  # fmt: skip
+
+    # the first window compiles; then three of 640 samples whose batches differ in length, so in time
+    windows = [window(640, 2.0), window(640, 0.2), window(640, 0.4, 0.2), window(640, 0.25)]
+    steady = steady_state(windows)
+    assert steady["steady_samples_per_s"] == pytest.approx(1920 / 0.85)  # not the median window's 2,560
+    assert steady["steady_real_tokens_per_s"] == pytest.approx(50 * 1920 / 0.85)
+    assert steady["steady_mfu"] == pytest.approx((0.3 * 0.2 + 0.2 * 0.4 + 0.3 * 0.25) / 0.85)  # time-weighted
+    assert steady["steady_windows"] == 3
+    assert steady_state(windows[:1])["steady_samples_per_s"] == pytest.approx(320)  # one window: itself
+    assert steady_state([window(640, 1.0, None)] * 3)["steady_mfu"] is None  # no peak known (a CPU)
+    assert steady_state([]) == {} and steady_state([window(640, 1.0), {"seconds": 0.0}]) == {}
+
+
+def test_the_steady_rate_compares_an_h100_ablations_runs_over_the_same_batches() -> None:
+    """The H100 ablation's logged windows (docs/benchmarks/2026-12-06-h100-graphs-ablation/): its bucketed
+    batches make one window 2,379 samples/s and another 3,451 in one run, so medians compared different
+    windows of the two runs; the windows' totals compare the same 35 steps."""
+    runs = (
+        Path(__file__).resolve().parents[2]
+        / "docs/benchmarks/2026-12-06-h100-graphs-ablation/ablation-1/runs"
+    )
+
+    def windows(name: str) -> list[dict[str, Any]]:
+        lines = (runs / name / "metrics.jsonl").read_text().splitlines()
+        return [r for r in map(json.loads, lines) if r["type"] == "step"]
+
+    def rate(name: str) -> float:
+        return float(steady_state(windows(name))["steady_samples_per_s"])
+
+    reference, repeat, eager = rate("optimized"), rate("optimized-repeat"), rate("optimized-CUDA-graphs")
+    assert abs(repeat / reference - 1) < 0.002  # the same batches, run twice
+    assert eager / reference == pytest.approx(0.889, abs=0.002)  # CUDA graphs: -11.1%
+
+    def median(name: str) -> float:
+        rates = sorted(w["samples_per_s"] for w in windows(name)[1:])
+        return rates[len(rates) // 2]
+
+    assert median("optimized-CUDA-graphs") / median("optimized") == pytest.approx(
+        0.846, abs=0.002
+    )  # the old -15.6%
 
 
 def test_bucketing_cuts_padding_and_bf16_runs(tmp_path: Path) -> None:
@@ -285,18 +331,6 @@ def test_powersgd_gradient_compression_hook(tmp_path: Path) -> None:
                  *overrides(comm_hook="powersgd", powersgd_rank="2"), home=tmp_path)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout)["config"]["comm_hook"] == "powersgd"
-
-
-def test_steady_state_skips_the_warm_up_window() -> None:
-    from dgxperf.train.loop import steady_state
-
-    windows = [{"samples_per_s": 10.0, "real_tokens_per_s": 1.0, "mfu": None}] + [
-        {"samples_per_s": v, "real_tokens_per_s": v * 100, "mfu": None} for v in (100.0, 90.0, 110.0)
-    ]
-    steady = steady_state(windows)
-    assert steady["steady_samples_per_s"] == 100.0 and steady["steady_windows"] == 3
-    assert steady["steady_mfu"] is None
-    assert steady_state([]) == {}
 
 
 def test_synthetic_fixed_length_task(tmp_path: Path) -> None:

@@ -22,7 +22,8 @@ NOTE_EPOCH = (
     "Epoch time and samples/s (epoch) are those of the last epoch as a whole, data loading counted and "
     "evaluation excluded; warm-up is the one-time pass over every batch shape before the first epoch "
     "(the recipes with warm_shapes: compilation happens there rather than inside an epoch); samples/s "
-    "(steady) is the median of its logged windows after the first, the rate a long run settles at. Test "
+    "(steady) is the samples of its logged windows after the first over their time, the rate a long run "
+    "settles at. Test "
     "accuracy is followed by its 95% interval (Wilson, over the test split's size): differences inside it are "
     "not shown by one run"
 )
@@ -218,9 +219,9 @@ def ablation_note(result: Mapping[str, Any]) -> str:
     spread = reference_spread(rows)
     parts = [f"{recipe} {100 * value:.0f}%" for recipe, value in sorted(spread.items())]
     text = (
-        f"Each run: {steps} optimizer steps, samples/s the median of its logged windows after the first "
-        "(which holds the first compilation); each variant against the faster run of its reference recipe, measured in "
-        "this same validate run."
+        f"Each run: {steps} optimizer steps, samples/s the samples of its logged windows after the first (which "
+        "holds the first compilation) over their time; each variant against the faster run of its reference "
+        "recipe, measured in this same validate run."
     )
     if parts:
         text += (
