@@ -174,6 +174,24 @@ def test_real_h200_traces_tell_a_host_bound_step_from_a_gpu_bound_one() -> None:
         assert list(profile_schema.iter_errors(summary | {"trace": "x", "requested_steps": 10})) == []
 
 
+def test_a_real_graphed_step_is_one_replay_a_step_and_keeps_the_gpu_busy() -> None:
+    """`optimized` with its whole step as a CUDA graph (H100, 1 epoch from scratch, 4 of its 10 profiled
+    steps, cut with scripts/h200/trim_trace.py; docs/benchmarks/2026-12-06-h100-graphs-ablation/ has the
+    whole run), against the H200's eager compiled step at the same batch."""
+    graphed = summarize_trace(load_trace(PROFILES / "h100-optimized-graphed.json.gz"))
+    eager = h200_profile("optimized-b128")
+    assert graphed["steps"] == 4
+    assert graphed["graph_launches_per_step"] == 1  # the whole step: one replay
+    # the rest are the host's own small ops around it (batch copies, the step counter), not the model's
+    assert graphed["launches_per_step"] < 20 < 1000 < eager["launches_per_step"]
+    assert graphed["bound"] == "gpu" and eager["bound"] == "host"
+    assert graphed["gpu_busy_share"] > 0.95 > 0.8 > eager["gpu_busy_share"]
+    assert graphed["gpu_lag_ms"] > 50  # the host queues steps ahead of the GPU
+    # no Inductor wrapper runs on the host any more: the replay took its place
+    assert all(op["name"] != "## Call CompiledFxGraph ##" for op in graphed["top_cpu_ops"])
+    assert "(1 of them CUDA-graph replays)" in profile_line(graphed | {"trace": "x"})
+
+
 def test_self_time_takes_out_nested_ops_per_thread() -> None:
     trace = steps_trace(
         event("aten::linear", "cpu_op", 0, 100),
