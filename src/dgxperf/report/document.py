@@ -23,9 +23,8 @@ NOTE_EPOCH = (
     "evaluation excluded; warm-up is the one-time pass over every batch shape before the first epoch "
     "(the recipes with warm_shapes: compilation happens there rather than inside an epoch); samples/s "
     "(steady) is the samples of its logged windows after the first over their time, the rate a long run "
-    "settles at. Test "
-    "accuracy is followed by its 95% interval (Wilson, over the test split's size): differences inside it are "
-    "not shown by one run"
+    "settles at. Test accuracy is followed by its 95% interval (Wilson, over the test split's size): "
+    "differences inside it are not shown by one run"
 )
 
 

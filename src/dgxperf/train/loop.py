@@ -368,7 +368,7 @@ def train(config: TrainConfig, options: RunOptions) -> dict[str, Any] | None:
     try:
         result = _train(config, options, context)
     except BackendCompilerFailed as exc:  # Inductor's InductorError among them
-        raise TrainError(parallel.compile_failure(config, exc)) from exc
+        raise TrainError(parallel.compile_failure(exc, cpp_wrapper=config.compile_cpp_wrapper)) from exc
     except torch.cuda.OutOfMemoryError as exc:
         accum = config.grad_accum * 2
         raise TrainError(

@@ -153,10 +153,11 @@ def compile_kwargs(config: TrainConfig) -> dict[str, Any]:
     return {"options": {**mode_options, "cpp_wrapper": True}}
 
 
-def compile_failure(config: TrainConfig, exc: BaseException) -> str:
-    """What to tell a user whose run torch.compile could not compile, with the setting that avoids it."""
+def compile_failure(exc: BaseException, *, cpp_wrapper: bool) -> str:
+    """What to tell a user whose run torch.compile could not compile, with the setting that avoids it
+    (``cpp_wrapper``: the run compiled with Inductor's C++ wrapper, ``compile_cpp_wrapper``)."""
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
-    if config.compile_cpp_wrapper:
+    if cpp_wrapper:
         # measured: optimized's training step on an H100 with torch 2.11 (2026-12-06-h100-graphs-ablation)
         fix = (
             "run with --set compile_cpp_wrapper=false (Inductor's C++ wrapper also failed on optimized's "

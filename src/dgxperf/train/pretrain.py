@@ -368,8 +368,8 @@ def pretrain(
         )
     try:
         return _pretrain(config, settings, out_dir, cache_dir, device, on_epoch, checkpoint_every, resume)
-    except BackendCompilerFailed as exc:  # Inductor's InductorError among them
-        raise PretrainError(parallel.compile_failure(config, exc)) from exc
+    except BackendCompilerFailed as exc:  # Inductor's InductorError among them; no C++ wrapper here
+        raise PretrainError(parallel.compile_failure(exc, cpp_wrapper=False)) from exc
     except torch.cuda.OutOfMemoryError as exc:
         raise PretrainError(
             f"CUDA out of memory with batches of {settings.batch_size} rows of {config.max_len} tokens: "
