@@ -191,8 +191,17 @@ def pretrain(
             f"{extra['train_tokens']:,} ({extra['unk_share']:.1%} of them [UNK] to this tokenizer)",
             highlight=False,
         )
+    # the encoder's shape must be the fine-tune's: name what differs from the recipe's own (a base encoder
+    # fine-tuned at the recipe's large preset is refused)
+    default = recipes.build_config(recipe)
+    shape = [
+        f"--set {k}={getattr(config, k)}"
+        for k in ("preset", "max_len")
+        if getattr(config, k) != getattr(default, k)
+    ]
     console.print(
-        f"fine-tune from it: dgxperf train --recipe {recipe} --set init_from={out_dir}", highlight=False
+        f"fine-tune from it: dgxperf train --recipe {recipe} {' '.join([*shape, f'--set init_from={out_dir}'])}",
+        highlight=False,
     )
 
 
