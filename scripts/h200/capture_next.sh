@@ -2,8 +2,8 @@
 # The next device call, whichever card comes (docs/benchmarks/PENDING.md's rule; calls naming nvidia-h200
 # were given an H100 six sessions running by 2026-12-06). The table (PENDING item 1): one 80-epoch masked-LM
 # encoder, the three recipes with seed 1, then more seeds while time is left. On an H200 that is issue 4's
-# table; on any other card its runs extend the accuracy tally (tests/train/test_h200_tally.py takes encoders
-# pretrained the same way), so there the seeds favour `baseline` and `guide`, the recipes with fewest runs.
+# table. On any other card the same runs at preset base (12 x 768, ~a quarter of large's work a token): is
+# large too big to learn more from ~14k reviews (PENDING item 2)? Its encoder lives in /tmp/dgxperf-pretrain-base.
 # ITEM=graphs or ITEM=ablation runs instead the two measurements that need no encoder, done on an H100 on
 # 2026-12-06 (docs/benchmarks/2026-12-06-h100-graphs-ablation/): the graphed step under the profiler and
 # the compile probe (capture_graphs.sh), or the ablation with every batch shape warmed up
@@ -24,14 +24,16 @@ if [[ "$item" == table ]]; then
   runs="optimized:1 guide:1 baseline:1 optimized:2 guide:2 optimized:3 guide:3 baseline:2"
   if [[ "$card" == *H200* ]]; then
     echo "== ${card}: the table (PENDING item 1)"
+    preset=large keep=/tmp/dgxperf-pretrain-h200
   else
-    echo "== ${card:-no GPU named}: the table's runs, for the accuracy tally (PENDING item 1 needs an H200)"
-    runs="optimized:1 guide:1 baseline:1 baseline:2 guide:2 baseline:3 guide:3 optimized:2"
+    echo "== ${card:-no GPU named}: the table's runs at preset base (PENDING item 2; item 1 needs an H200)"
+    preset=base keep=/tmp/dgxperf-pretrain-base
+    runs="optimized:1 guide:1 baseline:1 optimized:2 guide:2 baseline:2 optimized:3 guide:3 baseline:3"
   fi
   # 540 s: 80 epochs took 442 s with start-up on the H200 (2026-12-04), before the held-out passes were added;
   # a pretraining cut after epoch 79 would resume from epoch 60. Seed 1 of optimized may then wait a call.
-  OUT=$OUT VALIDATE=no BUDGET_S=540 bash "$here/capture_table.sh"
-  OUT=$OUT KEEP_DONE=yes RUN_LIMIT_S=300 RUNS="$runs" \
+  OUT=$OUT VALIDATE=no BUDGET_S=540 KEEP=$keep PRESET=$preset bash "$here/capture_table.sh"
+  OUT=$OUT KEEP_DONE=yes RUN_LIMIT_S=300 RUNS="$runs" ENCODER="$keep/$preset" SET="preset=$preset" \
     END_S=$((590 - SECONDS)) STOP_AFTER_S=$((500 - SECONDS)) bash "$here/capture_seeds.sh"
 elif [[ "$item" == graphs ]]; then
   echo "== ${card:-no GPU named}: the graphed step under the profiler, and the compile probe"
