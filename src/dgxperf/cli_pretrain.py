@@ -191,14 +191,14 @@ def pretrain(
             f"{extra['train_tokens']:,} ({extra['unk_share']:.1%} of them [UNK] to this tokenizer)",
             highlight=False,
         )
-    # the encoder's shape must be the fine-tune's: name what differs from the recipe's own (a base encoder
+    # the encoder's shape must be the fine-tune's: name the recipe fields that set it (the preset, and those
+    # of load_pretrained's SHAPE_FIELDS a recipe has) where they differ from the recipe's own (a base encoder
     # fine-tuned at the recipe's large preset is refused)
+    from dgxperf.train.pretrain import SHAPE_FIELDS
+
     default = recipes.build_config(recipe)
-    shape = [
-        f"--set {k}={getattr(config, k)}"
-        for k in ("preset", "max_len")
-        if getattr(config, k) != getattr(default, k)
-    ]
+    fields = ("preset", *(f for f in SHAPE_FIELDS if hasattr(default, f)))
+    shape = [f"--set {k}={getattr(config, k)}" for k in fields if getattr(config, k) != getattr(default, k)]
     console.print(
         f"fine-tune from it: dgxperf train --recipe {recipe} {' '.join([*shape, f'--set init_from={out_dir}'])}",
         highlight=False,

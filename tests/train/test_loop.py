@@ -84,8 +84,7 @@ def test_the_steady_rate_compares_an_h100_ablations_runs_over_the_same_batches()
     )
 
     def windows(name: str) -> list[dict[str, Any]]:
-        lines = (runs / name / "metrics.jsonl").read_text().splitlines()
-        return [r for r in map(json.loads, lines) if r["type"] == "step"]
+        return records(runs / name, "step")
 
     def rate(name: str) -> float:
         return float(steady_state(windows(name))["steady_samples_per_s"])
