@@ -38,7 +38,7 @@ if [[ "$item" == table || "$item" == base ]]; then
     preset=large keep=/tmp/dgxperf-pretrain-large
     # baseline and guide have the fewest runs in the tally. On an H100 a fine-tune from an encoder takes
     # ~250 s (baseline), ~100 s (guide), ~50 s (optimized): call 2 runs baseline 1, guide 1-2 and optimized 2,
-    # call 3 the rest; a run that the call's limit cuts runs again in the next call
+    # call 3 the rest; a run that would not fit what is left of a call waits for the next (capture_seeds.sh)
     runs="optimized:1 baseline:1 guide:1 guide:2 optimized:2 baseline:2 guide:3 optimized:3 baseline:3"
   fi
   runs="${RUNS:-$runs}"

@@ -15,6 +15,8 @@
 # (290) cuts any one run (baseline's three epochs from an encoder take ~250 s). END_S, when set, is the
 # second (from this script's start) by which every run must have ended: a run gets the lesser of RUN_LIMIT_S
 # and what is left, and none starts with less than 30 s, so a call that pretrained first still returns.
+# A run is not started when a run of its recipe (and fields) took longer on this machine than is left before
+# END_S or RUN_LIMIT_S; the runs after it still start if they fit, and the next call takes it up.
 # KEEP_DONE=yes makes the script safe to repeat: runs that an earlier call finished from the same encoder
 # (by the sha256 of its pretrain.json) are kept and skipped. With capture_table.sh VALIDATE=no before it, one
 # command serves every call: it pretrains only if the machine has no encoder (a new machine: then the old
@@ -76,6 +78,10 @@ run_limit() {  # seconds a run may take now: RUN_LIMIT_S, or what is left before
   [[ -n "${END_S:-}" ]] && (( END_S - SECONDS < limit )) && limit=$((END_S - SECONDS))
   echo "$limit"
 }
+# How long each kind of run took, in wall seconds, kept in $WORK so a later call on the same machine knows too:
+# a run that would not finish in what is left is not started, and shorter runs after it fill the time.
+durations="$WORK/durations"
+took() { awk -v k="$1" '$1 == k { s = $2 } END { if (s) print s }' "$durations" 2>/dev/null; }
 python3 -m dgxperf monitor --record "$OUT/monitor-seeds.jsonl" --quiet > "$OUT/monitor-seeds.log" 2>&1 &
 monitor=$!
 for run in $RUNS; do
@@ -93,9 +99,17 @@ for run in $RUNS; do
     echo "== $run not started: ${limit} s left before END_S=$END_S"
     break
   fi
+  kind="$recipe${fields:+:$fields}"
+  needs="$(took "$kind")"
+  if [[ -n "$needs" ]] && (( needs + 10 > limit )); then
+    echo "== $run not started: a $kind run took ${needs} s here, ${limit} s are left (next call)"
+    continue
+  fi
   echo "== $recipe seed $seed ${fields:+($fields) }$(date -u +%T) (limit ${limit} s)"
+  started=$SECONDS
   train "$name" "$limit" "${own[@]}"
   echo "exit $? $(date -u +%T)"
+  [[ -f "$WORK/$name/result.json" ]] && echo "$kind $((SECONDS - started))" >> "$durations"
   if (( ${#graphs_off[@]} == 0 )) && tr -s '\n' ' ' < "$WORK/$name.err" | grep -q "cuda_graphs=true: recording the step"; then
     graphs_off=(--set cuda_graphs=false)
     limit="$(run_limit)"
