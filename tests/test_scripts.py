@@ -98,6 +98,14 @@ def test_summarize_runs_pairs_each_variant_with_its_nearest_reference() -> None:
     assert "pooling=mean: -0.31 points over 6 pair(s), 3 negative; dev by epoch +0.30 / +0.51 / +0.25" in (
         pairs.stdout
     )
+    # each recipe's runs from one encoder, with the vote its README quotes (ties go to the first run's answer)
+    assert "optimized, encoder 546e89e72342: 8 run(s), test mean 85.70% (84.33-86.41%), 4 at or above 86%, " \
+        "their vote 86.46%" in pairs.stdout  # fmt: skip
+    base = summarize(str(ROOT / "docs/benchmarks/2026-12-06-h100-base-preset")).stdout
+    assert "baseline (preset=base), encoder e3fbcb0b189b: 3 run(s), test mean 85.73% (84.85-86.35%), " \
+        "2 at or above 86%, their vote 85.83%" in base  # fmt: skip
+    assert "all recipes (preset=base): 9 run(s), test mean 85.51% (84.79-86.81%), 3 at or above 86%, " \
+        "their vote 85.77%" in base  # fmt: skip
     assert re.search(r"vs optimized-s2: -1\.32 points .*step losses at most 0\.\d+ apart over \d+ logged steps",
                      result.stdout)  # fmt: skip
     # the graphed step is the eager one, replayed: on the H200 every logged loss came out the same
@@ -186,3 +194,30 @@ def test_summarize_runs_reports_a_weight_average_against_its_own_trained_weights
     assert expected in shown.stdout
     assert f"{paired['a_only']} reviews right only averaged, {paired['b_only']} only trained" in shown.stdout
     assert "mean of 1 run(s)" in shown.stdout
+
+
+def test_summarize_runs_votes_only_over_answers_to_the_same_reviews(tmp_path: Path) -> None:
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("summarize_runs", ROOT / "scripts/h200/summarize_runs.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    def run(name: str, predictions: list[int], gold: list[int], split: str = "s") -> str:
+        folder = tmp_path / name
+        folder.mkdir()
+        answers = {"schema": "dgxperf.train.predictions/1", "split": "test", "split_hash": split,
+                   "labels": ["neg", "pos"], "gold": gold, "predictions": predictions}  # fmt: skip
+        (folder / "test_predictions.json").write_text(json.dumps(answers))
+        return str(folder)
+
+    gold = [0, 1, 1, 0]
+    a, b, c = run("a", [0, 1, 0, 0], gold), run("b", [1, 1, 1, 0], gold), run("c", [0, 0, 1, 1], gold)
+    assert module.vote_accuracy([a, b, c]) == 1.0  # each review right in two of three
+    # a tie goes to the first run's answer: a and b disagree on reviews 0 and 2, where only a is right here
+    a2, b2 = run("a2", [0, 1, 0, 0], [0, 1, 0, 0]), run("b2", [1, 1, 1, 0], [0, 1, 0, 0])
+    assert (module.vote_accuracy([a2, b2]), module.vote_accuracy([b2, a2])) == (1.0, 0.5)
+    assert module.vote_accuracy([a, run("other", [0, 1, 1, 0], gold, split="t")]) is None
+    assert module.vote_accuracy([a, str(tmp_path / "missing")]) is None

@@ -6,7 +6,9 @@ over its seeds. Run as
 
     PYTHONPATH=src python3 scripts/h200/summarize_runs.py FOLDER [FOLDER ...] [--json | --table]
 
-(--table: issue 4's Markdown table, one row per run, for a docs/benchmarks README).
+(--table: issue 4's Markdown table, one row per run, for a docs/benchmarks README). Last, each recipe's plain
+runs with the same fields from one encoder: how many, their mean and range, how many reached issue 4's 86%,
+and a majority vote of their test answers; and the same over every recipe's runs with fields several share.
 
 e.g. on docs/benchmarks/2026-12-04-h200-encoder-j/seeds. A variant's fields are read from each run's recorded
 `recipe_changes` (the fields that differed from its recipe when it ran), so the folder names are only labels;
@@ -28,7 +30,7 @@ from typing import Any
 
 from dgxperf.report.validate import read_metrics_records
 from dgxperf.train import recipes
-from dgxperf.train.paired import PredictionsError, compare_runs
+from dgxperf.train.paired import PredictionsError, compare_runs, load_predictions
 
 NOT_A_VARIANT = {"seed", "init_from", "data_dir", "epochs", "profile_steps", "profile_after"}
 # Defaults a recipe gained after runs were recorded without `recipe_changes`: such a run had the old value.
@@ -184,11 +186,69 @@ def by_change(paired: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+GOAL = 0.86  # issue 4: every recipe reaches 86% test accuracy
+
+
+def vote_accuracy(folders: list[str]) -> float | None:
+    """Test accuracy of a majority vote of the runs' test answers, a tie going to the answer of the first run
+    that gave one of the tied labels (encoder M's README, 86.46% over eight seeds), or None when a run has no
+    usable answers or the runs were scored on different splits."""
+    try:
+        answers = [load_predictions(Path(folder)) for folder in folders]
+    except PredictionsError:
+        return None
+    gold = answers[0]["gold"]
+    if any(a["gold"] != gold or a.get("split_hash") != answers[0].get("split_hash") for a in answers):
+        return None
+    right = 0
+    for i, label in enumerate(gold):
+        counts: dict[int, int] = {}  # in the runs' order, which max() keeps among equal counts
+        for a in answers:
+            counts[a["predictions"][i]] = counts.get(a["predictions"][i], 0) + 1
+        right += max(counts, key=counts.__getitem__) == label
+    return right / len(gold)
+
+
+def group_summary(label: str, group: list[dict[str, Any]]) -> dict[str, Any]:
+    """How many runs, their mean test accuracy and range, how many reached issue 4's goal, and their vote."""
+    accuracies = [r["test_accuracy"] for r in group]
+    return {
+        "runs_of": label,
+        "runs": len(group),
+        "mean_test_accuracy": statistics.fmean(accuracies),
+        "range": [min(accuracies), max(accuracies)],
+        "at_or_above_goal": sum(a >= GOAL for a in accuracies),
+        "vote_test_accuracy": vote_accuracy([r["folder"] for r in group]),
+    }
+
+
+def by_recipe(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each recipe's runs with the same fields from one encoder (:func:`group_summary`); then, for fields that
+    several recipes ran with (none, or one SET for the whole folder), all those runs together."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in runs:
+        fields = ",".join(f"{k}={v}" for k, v in sorted(r["variant"].items()))
+        groups.setdefault((fields, r["recipe"], r["encoder"] or "none"), []).append(r)
+    out = []
+    for fields in sorted({key[0] for key in groups}):
+        mine = {key: group for key, group in groups.items() if key[0] == fields}
+        for (_, recipe, encoder), group in sorted(mine.items()):
+            out.append(group_summary(f"{recipe}{f' ({fields})' if fields else ''}, encoder {encoder}", group))
+        if len({recipe for _, recipe, _ in mine}) > 1:
+            together = [r for group in mine.values() for r in group]
+            out.append(group_summary(f"all recipes{f' ({fields})' if fields else ''}", together))
+    return out
+
+
 def speed_vs_guide(run: dict[str, Any], runs: list[dict[str, Any]]) -> list[float] | None:
     """Each epoch's samples/s over that epoch of the `guide` run with the same seed and encoder (the 3x line
     is per epoch), or None without such a run: the guide run with the same variant (both with a weight
     average, say), else guide's own recipe."""
-    guides = [r for r in runs if r["recipe"] == "guide" and (r["seed"], r["encoder"]) == (run["seed"], run["encoder"])]
+    guides = [
+        r
+        for r in runs
+        if r["recipe"] == "guide" and (r["seed"], r["encoder"]) == (run["seed"], run["encoder"])
+    ]
     guide = next((r for r in guides if r["variant"] == run["variant"]), None) or next(
         (r for r in guides if not r["variant"]), None
     )
@@ -252,7 +312,8 @@ def main() -> int:
         return 0
     paired = pairs(runs)
     if args.json:
-        print(json.dumps({"runs": runs, "pairs": paired, "changes": by_change(paired)}, indent=1))
+        print(json.dumps({"runs": runs, "pairs": paired, "changes": by_change(paired), "recipes": by_recipe(runs)},
+                         indent=1))  # fmt: skip
         return 0
     for r in runs:
         fields = ",".join(f"{k}={v}" for k, v in r["variant"].items()) or "-"
@@ -272,7 +333,9 @@ def main() -> int:
               f"McNemar p = {a['p_value']:.3g})")  # fmt: skip
     if averaged:
         mean = sum(r["weight_average"]["difference"] for r in averaged) / len(averaged)
-        print(f"weight average: {100 * mean:+.2f} points over its own trained weights, mean of {len(averaged)} run(s)")
+        print(
+            f"weight average: {100 * mean:+.2f} points over its own trained weights, mean of {len(averaged)} run(s)"
+        )
     for p in paired:
         if "error" in p:
             print(f"{p['run']} vs {p['against']}: {p['error']}")
@@ -287,9 +350,17 @@ def main() -> int:
         print(f"{p['run']} vs {p['against']}: {100 * p['difference']:+.2f} points "
               f"(95% {100 * low:+.2f} to {100 * high:+.2f}, McNemar p = {p['p_value']:.3g}){speed}{gap}")  # fmt: skip
     for change in by_change(paired):
-        dev = " / ".join("?" if d is None else f"{100 * d:+.2f}" for d in change["mean_dev_difference_by_epoch"])
+        dev = " / ".join(
+            "?" if d is None else f"{100 * d:+.2f}" for d in change["mean_dev_difference_by_epoch"]
+        )
         print(f"{change['change']}: {100 * change['mean_difference']:+.2f} points over {change['pairs']} pair(s), "
               f"{change['negative_pairs']} negative" + (f"; dev by epoch {dev}" if dev else ""))  # fmt: skip
+    for summary in by_recipe(runs):
+        low, high = summary["range"]
+        vote = summary["vote_test_accuracy"]
+        print(f"{summary['runs_of']}: {summary['runs']} run(s), test mean {100 * summary['mean_test_accuracy']:.2f}% "
+              f"({100 * low:.2f}-{100 * high:.2f}%), {summary['at_or_above_goal']} at or above {GOAL:.0%}"
+              + (f", their vote {100 * vote:.2f}%" if vote is not None else ""))  # fmt: skip
     return 0
 
 
