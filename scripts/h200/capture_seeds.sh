@@ -16,7 +16,7 @@
 # second (from this script's start) by which every run must have ended: a run gets the lesser of RUN_LIMIT_S
 # and what is left, and none starts with less than 30 s, so a call that pretrained first still returns.
 # A run is not started when a run of its recipe (and fields) took longer on this machine than is left before
-# END_S or RUN_LIMIT_S; the runs after it still start if they fit, and the next call takes it up.
+# END_S; the runs after it still start if they fit, and the next call takes it up.
 # KEEP_DONE=yes makes the script safe to repeat: runs that an earlier call finished from the same encoder
 # (by the sha256 of its pretrain.json) are kept and skipped. With capture_table.sh VALIDATE=no before it, one
 # command serves every call: it pretrains only if the machine has no encoder (a new machine: then the old
@@ -101,7 +101,8 @@ for run in $RUNS; do
   fi
   kind="$recipe${fields:+:$fields}"
   needs="$(took "$kind")"
-  if [[ -n "$needs" ]] && (( needs + 10 > limit )); then
+  # only when the call's end is what limits it: a kind that took nearly RUN_LIMIT_S still gets a full run
+  if [[ -n "$needs" ]] && (( limit < RUN_LIMIT_S && needs + 10 > limit )); then
     echo "== $run not started: a $kind run took ${needs} s here, ${limit} s are left (next call)"
     continue
   fi
