@@ -192,6 +192,23 @@ def test_a_real_graphed_step_is_one_replay_a_step_and_keeps_the_gpu_busy() -> No
     assert "(1 of them CUDA-graph replays)" in profile_line(graphed | {"trace": "x"})
 
 
+def test_a_real_fp32_step_is_gpu_bound_with_its_host_waiting_in_the_unpinned_batch_copy() -> None:
+    """`baseline` (fp32, TF32 off, no pinned memory; H100, preset base, 1 epoch from scratch, 3 of its 10
+    profiled steps, cut with scripts/h200/trim_trace.py; docs/benchmarks/2026-12-06-h100-base-preset/profiled/
+    has the whole run's summary): the other side of `guide`'s host-bound step."""
+    baseline = summarize_trace(load_trace(PROFILES / "h100-base-baseline.json.gz"))
+    guide = h200_profile("guide")
+    assert baseline["steps"] == 3 and baseline["bound"] == "gpu" and baseline["gpu_busy_share"] > 0.95
+    # a copy from pageable memory waits for the GPU to finish the step before: most of the host's step is that
+    # wait, which costs a GPU-bound step nothing
+    assert baseline["top_cpu_ops"][0]["name"] == "aten::copy_"
+    assert baseline["sync_ms_per_step"] > 0.5 * baseline["step_ms"] and guide["sync_ms_per_step"] < 1
+    # TF32 off: fp32 GEMMs, long kernels, and fewer launches a step than guide's autocast casts
+    assert any("sgemm" in kernel["name"] for kernel in baseline["top_kernels"][:3])
+    assert baseline["median_kernel_us"] > 20 > guide["median_kernel_us"]
+    assert baseline["launches_per_step"] < guide["launches_per_step"]
+
+
 def test_self_time_takes_out_nested_ops_per_thread() -> None:
     trace = steps_trace(
         event("aten::linear", "cpu_op", 0, 100),
