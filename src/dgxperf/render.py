@@ -450,6 +450,8 @@ def render_train(console: Console, result: dict[str, Any]) -> None:
     console.print(f"run folder: {result['out_dir']}", style="dim")
 
 
+# a share of kernel time in fp32 CUDA-core GEMMs worth a line: `baseline` ran 83%, the bf16/fp16 recipes 0%
+FP32_GEMM_NOTED = 0.2
 BOUND_WORDS = {
     "host": "host bound (the GPU waits for each launch: fewer or cheaper launches a step help)",
     "gpu": "GPU bound (the host runs ahead: the kernels themselves are the limit)",
@@ -480,6 +482,12 @@ def profile_line(profile: dict[str, Any]) -> str:
         parts.append(f"median kernel {profile['median_kernel_us']:.0f} µs")
     if profile.get("sync_ms_per_step"):
         parts.append(f"{profile['sync_ms_per_step']:.1f} ms a step waiting in cuda*Synchronize")
+    fp32 = profile.get("fp32_gemm_share")
+    if fp32 is not None and fp32 >= FP32_GEMM_NOTED:
+        parts.append(
+            f"{100 * fp32:.0f}% of kernel time in fp32 GEMMs on the CUDA cores (TF32 off: "
+            "torch.backends.cuda.matmul.allow_tf32 = True, or bf16 autocast, puts them on the tensor cores)"
+        )
     ops = profile.get("top_cpu_ops") or []
     if ops:
         parts.append(f"busiest host op {ops[0]['name']} ({ops[0]['self_ms_per_step']:.1f} ms a step)")

@@ -14,7 +14,7 @@ import pytest
 from dgxperf.render import profile_line
 from dgxperf.train import recipes
 from dgxperf.train.loop import RunOptions, config_differences, train
-from dgxperf.train.trace import TraceError, load_trace, summarize_trace
+from dgxperf.train.trace import TraceError, is_fp32_gemm, load_trace, summarize_trace
 
 QUICK = {"preset": "tiny", "train_samples": "256", "batch_size": "32", "lr": "2e-3", "log_every": "4",
          "compile": "false", "num_workers": "0", "epochs": "1"}  # fmt: skip
@@ -207,6 +207,43 @@ def test_a_real_fp32_step_is_gpu_bound_with_its_host_waiting_in_the_unpinned_bat
     assert any("sgemm" in kernel["name"] for kernel in baseline["top_kernels"][:3])
     assert baseline["median_kernel_us"] > 20 > guide["median_kernel_us"]
     assert baseline["launches_per_step"] < guide["launches_per_step"]
+    # most of its kernel time is fp32 GEMMs on the CUDA cores, and the line names the switch; no other
+    # recipe's trace has any
+    assert baseline["fp32_gemm_share"] > 0.8
+    line = profile_line(baseline | {"trace": "x"})
+    assert "83% of kernel time in fp32 GEMMs on the CUDA cores" in line and "allow_tf32 = True" in line
+    others = [h200_profile(name) for name in ("guide", "optimized-b128", "optimized-b256")]
+    others.append(summarize_trace(load_trace(PROFILES / "h100-optimized-graphed.json.gz")))
+    assert [other["fp32_gemm_share"] for other in others] == [0, 0, 0, 0]
+    assert all("fp32 GEMMs" not in profile_line(other | {"trace": "x"}) for other in others)
+    profile_schema = jsonschema.Draft202012Validator({"$defs": SCHEMA["$defs"], "$ref": "#/$defs/profile"})
+    assert list(profile_schema.iter_errors(baseline | {"trace": "x", "requested_steps": 10})) == []
+
+
+@pytest.mark.parametrize(
+    ("kernel", "fp32"),
+    [
+        ("void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>(cutlass_80_simt_sgemm_2", True),
+        ("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4", True),
+        ("ampere_sgemm_128x64_nn", True),
+        ("sm80_xmma_gemm_tf32f32_tf32f32_f32_tn_n_tilesize128x128x16_stage4", False),
+        (
+            "void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x2_tn_align2>",
+            False,
+        ),
+        ("nvjet_hsh_256x128_64x4_2x1_v_bz_coopB_TNT", False),
+        ("triton_per_fused_native_layer_norm_0", False),
+    ],
+)
+def test_fp32_gemms_are_told_by_their_kernel_names(kernel: str, fp32: bool) -> None:
+    assert is_fp32_gemm(kernel) is fp32
+
+
+def test_the_fp32_gemm_note_needs_a_fifth_of_the_kernel_time() -> None:
+    profile = {"steps": 2, "step_ms": 10.0, "trace": "x"}
+    assert "fp32 GEMMs" in profile_line(profile | {"fp32_gemm_share": 0.2})
+    assert "fp32 GEMMs" not in profile_line(profile | {"fp32_gemm_share": 0.19})
+    assert "fp32 GEMMs" not in profile_line(profile | {"fp32_gemm_share": None})
 
 
 def test_self_time_takes_out_nested_ops_per_thread() -> None:

@@ -17,7 +17,10 @@ Trace Analysis does, so it works on any PyTorch profiler trace (``dgxperf.train.
   ``graph_launches_per_step``: the CUDA-graph replays among them (``cudaGraphLaunch``: one a step when the
   whole step is a graph, ``cuda_graphs=true``);
   ``median_kernel_us``: how long a kernel runs. Many short kernels and a GPU that waits: launch bound;
-- ``sync_ms_per_step``: host time in ``cuda*Synchronize`` calls: a step that waits on the GPU on purpose;
+- ``sync_ms_per_step``: host time in ``cuda*Synchronize`` calls: a step that waits on the GPU on purpose,
+  or a copy from unpinned memory, which waits for the work before it (free when the step is GPU bound);
+- ``fp32_gemm_share``: the share of the steps' kernel time in fp32 GEMMs on the CUDA cores rather than the
+  tensor cores (:func:`is_fp32_gemm`): TF32 off and no autocast, as `baseline` runs;
 - ``top_cpu_ops`` and ``top_kernels``: self time per step of the host's operators, time per step of the
   GPU's kernels.
 
@@ -82,6 +85,19 @@ def _busy_us(intervals: list[tuple[float, float]], start: float, end: float) -> 
 
 def _is_launch(name: str) -> bool:
     return "LaunchKernel" in name or "GraphLaunch" in name or name.startswith("cuLaunch")
+
+
+def is_fp32_gemm(name: str) -> bool:
+    """A GEMM kernel that multiplies in fp32 on the CUDA cores (FFMA), not on the tensor cores. cuBLAS and
+    CUTLASS name them ``*sgemm*`` (``cutlass_80_simt_sgemm_*``) or ``*gemm_f32f32_f32f32_*_ffma_*``; their
+    TF32 kernels say ``tf32``. The two kinds ran 83% of `baseline`'s kernel time on an H100 (fp32, TF32
+    off), and no kernel of the bf16 or fp16 recipes' traces is one (tests/data/train/profile/)."""
+    lower = name.lower()
+    return (
+        "gemm" in lower
+        and "tf32" not in lower
+        and any(k in lower for k in ("sgemm", "ffma", "f32f32_f32f32"))
+    )
 
 
 def _op_name(name: str) -> str:
@@ -159,6 +175,8 @@ def summarize_trace(trace: dict[str, Any], drop_last: bool = False) -> dict[str,
     for k in kernels:
         kernel_time[str(k["name"])] += float(k["dur"])
     sync_us = sum(float(a["dur"]) for a in api if "Synchronize" in str(a["name"]))
+    kernel_us = sum(kernel_time.values())
+    fp32_gemm_us = sum(us for name, us in kernel_time.items() if is_fp32_gemm(name))
     self_times = _self_times(ops)
     busy_share = (
         round(_busy_us(gpu_intervals, gpu_start, gpu_end) / (gpu_end - gpu_start), 4) if gpu else None
@@ -185,6 +203,7 @@ def summarize_trace(trace: dict[str, Any], drop_last: bool = False) -> dict[str,
         if kernels
         else None,
         "sync_ms_per_step": round(sync_us / 1e3 / count, 3) if api else None,
+        "fp32_gemm_share": round(fp32_gemm_us / kernel_us, 4) if kernel_us else None,
         "top_cpu_ops": [
             {"name": name[:120], "self_ms_per_step": round(us / 1e3 / count, 3)}
             for name, us in sorted(self_times.items(), key=lambda item: -item[1])[:TOP]
@@ -268,6 +287,7 @@ COMPARED = (
     "graph_launches_per_step",
     "median_kernel_us",
     "sync_ms_per_step",
+    "fp32_gemm_share",
 )
 
 
