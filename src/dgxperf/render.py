@@ -452,6 +452,12 @@ def render_train(console: Console, result: dict[str, Any]) -> None:
 
 # a share of kernel time in fp32 CUDA-core GEMMs worth a line: `baseline` ran 83%, the bf16/fp16 recipes 0%
 FP32_GEMM_NOTED = 0.2
+# what a wait that fills half the step or more means, by what bounds the steps (`baseline`'s unpinned batch
+# copy waits ~79 of its 109 ms for the step before, on a GPU 98% busy)
+SYNC_WORDS = {
+    "gpu": "the host waits for the GPU, which costs nothing while the GPU is the limit",
+    "host": "each wait empties the GPU's queue before the next launch: find the read or copy that waits",
+}
 BOUND_WORDS = {
     "host": "host bound (the GPU waits for each launch: fewer or cheaper launches a step help)",
     "gpu": "GPU bound (the host runs ahead: the kernels themselves are the limit)",
@@ -481,7 +487,10 @@ def profile_line(profile: dict[str, Any]) -> str:
     if profile.get("median_kernel_us") is not None:
         parts.append(f"median kernel {profile['median_kernel_us']:.0f} µs")
     if profile.get("sync_ms_per_step"):
-        parts.append(f"{profile['sync_ms_per_step']:.1f} ms a step waiting in cuda*Synchronize")
+        sync = f"{profile['sync_ms_per_step']:.1f} ms a step waiting in cuda*Synchronize"
+        if profile["sync_ms_per_step"] >= 0.5 * profile["step_ms"] and profile.get("bound") in SYNC_WORDS:
+            sync += f" ({SYNC_WORDS[profile['bound']]})"
+        parts.append(sync)
     fp32 = profile.get("fp32_gemm_share")
     if fp32 is not None and fp32 >= FP32_GEMM_NOTED:
         parts.append(

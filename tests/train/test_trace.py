@@ -239,6 +239,17 @@ def test_fp32_gemms_are_told_by_their_kernel_names(kernel: str, fp32: bool) -> N
     assert is_fp32_gemm(kernel) is fp32
 
 
+def test_a_wait_that_fills_half_the_step_is_read_against_what_bounds_it() -> None:
+    baseline = summarize_trace(load_trace(PROFILES / "h100-base-baseline.json.gz")) | {"trace": "x"}
+    assert "cuda*Synchronize (the host waits for the GPU, which costs nothing" in profile_line(baseline)
+    guide = h200_profile("guide") | {"trace": "x"}  # 0.5 ms of a 172 ms step: no word on it
+    assert "cuda*Synchronize;" in profile_line(guide) and "costs nothing" not in profile_line(guide)
+    waiting = {"steps": 2, "step_ms": 10.0, "sync_ms_per_step": 6.0, "bound": "host", "trace": "x"}
+    assert "each wait empties the GPU's queue" in profile_line(waiting)
+    assert "cuda*Synchronize. Trace" in profile_line(waiting | {"sync_ms_per_step": 4.0})  # under half: no word
+    assert "costs nothing" not in profile_line(waiting | {"bound": None})
+
+
 def test_the_fp32_gemm_note_needs_a_fifth_of_the_kernel_time() -> None:
     profile = {"steps": 2, "step_ms": 10.0, "trace": "x"}
     assert "fp32 GEMMs" in profile_line(profile | {"fp32_gemm_share": 0.2})
