@@ -221,3 +221,51 @@ def test_summarize_runs_votes_only_over_answers_to_the_same_reviews(tmp_path: Pa
     assert (module.vote_accuracy([a2, b2]), module.vote_accuracy([b2, a2])) == (1.0, 0.5)
     assert module.vote_accuracy([a, run("other", [0, 1, 1, 0], gold, split="t")]) is None
     assert module.vote_accuracy([a, str(tmp_path / "missing")]) is None
+
+
+STAND_IN = """#!/usr/bin/env bash
+# python3 for capture_seeds.sh's shell logic alone: a train run writes its result at once, monitor waits
+case "$*" in
+  *"-m dgxperf monitor"*) exec sleep 60 ;;
+  *"-m dgxperf train"*)
+    while (($#)); do [[ "$1" == --out ]] && out="$2"; shift; done
+    mkdir -p "$out" && echo '{}' > "$out/result.json" ;;
+esac
+"""
+
+
+def run_capture_seeds(tmp_path: Path, runs: str, durations: str, **env: str) -> str:
+    """capture_seeds.sh with a stand-in python3, an encoder folder and what earlier calls measured."""
+    bin_dir, encoder, work = tmp_path / "bin", tmp_path / "encoder", tmp_path / "ft"
+    for folder in (bin_dir, encoder, work, tmp_path / "out"):
+        folder.mkdir(exist_ok=True)
+    (bin_dir / "python3").write_text(STAND_IN)
+    (bin_dir / "python3").chmod(0o755)
+    (encoder / "encoder.pt").write_bytes(b"")
+    (encoder / "pretrain.json").write_text("{}")
+    encoder_id = subprocess.run(["sha256sum", str(encoder / "pretrain.json")], capture_output=True, text=True,
+                                check=True).stdout[:16]  # fmt: skip
+    (work / "encoder.id").write_text(encoder_id + "\n")  # so KEEP_DONE keeps what "earlier calls" measured
+    (work / "durations").write_text(durations)
+    result = subprocess.run(
+        ["bash", "scripts/h200/capture_seeds.sh"], capture_output=True, text=True, cwd=ROOT, timeout=120,
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "OUT": str(tmp_path / "out"), "WORK": str(work),
+             "ENCODER": str(encoder), "KEEP_DONE": "yes", "RUNS": runs, **env},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_capture_seeds_holds_back_a_run_that_would_not_fit_what_the_call_has_left(tmp_path: Path) -> None:
+    log = run_capture_seeds(tmp_path, "guide:1 optimized:1", "guide 200\noptimized 40\n", END_S="100")
+    assert "== guide:1 not started: a guide run took 200 s here, 100 s are left (next call)" in log
+    assert "== optimized seed 1" in log  # the shorter run after it still runs
+    assert not (tmp_path / "ft" / "guide-s1").exists()
+    assert (tmp_path / "ft" / "optimized-s1" / "result.json").is_file()
+    # what it took is kept for the next call (the stand-in takes no time)
+    assert (tmp_path / "ft" / "durations").read_text().splitlines()[-1] == "optimized 0"
+
+
+def test_capture_seeds_gives_a_long_kind_its_full_run_when_only_run_limit_s_bounds_it(tmp_path: Path) -> None:
+    log = run_capture_seeds(tmp_path, "baseline:1", "baseline 295\n", RUN_LIMIT_S="300")
+    assert "not started" not in log and "== baseline seed 1" in log
