@@ -5,6 +5,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,10 +74,20 @@ def test_the_compile_probe_dry_runs_its_step_graph_variant_on_the_cpu() -> None:
     assert graphed["step_graph"]["captured"] == 0 and plain["step_graph"] is None
 
 
+def summarize_runs_module() -> Any:
+    """scripts/h200/summarize_runs.py imported as a module (it is a script, not part of the package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("summarize_runs", ROOT / "scripts/h200/summarize_runs.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_summarize_runs_pairs_each_variant_with_its_nearest_reference() -> None:
     """On committed H200 fine-tunes: every variant against the plain run of its seed, and the mean over seeds;
     and, for runs that all share a field (SET="max_len=256"), the reference with the fewest differences."""
-    import importlib.util
     import os
     import sys
 
@@ -124,10 +135,7 @@ def test_summarize_runs_pairs_each_variant_with_its_nearest_reference() -> None:
     )
     assert "| `guide-s1` | 29.0 | 480 | - |" in table
 
-    spec = importlib.util.spec_from_file_location("summarize_runs", ROOT / "scripts/h200/summarize_runs.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = summarize_runs_module()
 
     def run(name: str, **variant: object) -> dict[str, object]:
         return {"run": name, "recipe": "optimized", "seed": 1, "encoder": "e", "variant": variant}
@@ -197,13 +205,9 @@ def test_summarize_runs_reports_a_weight_average_against_its_own_trained_weights
 
 
 def test_summarize_runs_votes_only_over_answers_to_the_same_reviews(tmp_path: Path) -> None:
-    import importlib.util
     import json
 
-    spec = importlib.util.spec_from_file_location("summarize_runs", ROOT / "scripts/h200/summarize_runs.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = summarize_runs_module()
 
     def run(name: str, predictions: list[int], gold: list[int], split: str = "s") -> str:
         folder = tmp_path / name

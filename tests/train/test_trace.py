@@ -23,6 +23,9 @@ QUICK = {"preset": "tiny", "train_samples": "256", "batch_size": "32", "lr": "2e
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "src/dgxperf/schemas/train.v1.json").read_text())
 
 
+PROFILE_SCHEMA = jsonschema.Draft202012Validator({"$defs": SCHEMA["$defs"], "$ref": "#/$defs/profile"})
+
+
 def schema_errors(document: Any) -> list[str]:
     return [error.message for error in jsonschema.Draft202012Validator(SCHEMA).iter_errors(document)]
 
@@ -169,9 +172,8 @@ def test_real_h200_traces_tell_a_host_bound_step_from_a_gpu_bound_one() -> None:
     assert guide["gpu_busy_share"] < 0.4 and guide["gpu_lag_ms"] < 2
     assert guide["top_cpu_ops"][0]["name"] == "aten::copy_"
     assert guide["sync_ms_per_step"] < 1  # GradScaler's found_inf read waits on an idle GPU: no cost
-    profile_schema = jsonschema.Draft202012Validator({"$defs": SCHEMA["$defs"], "$ref": "#/$defs/profile"})
     for summary in (b128, b256, guide):
-        assert list(profile_schema.iter_errors(summary | {"trace": "x", "requested_steps": 10})) == []
+        assert list(PROFILE_SCHEMA.iter_errors(summary | {"trace": "x", "requested_steps": 10})) == []
 
 
 def test_a_real_graphed_step_is_one_replay_a_step_and_keeps_the_gpu_busy() -> None:
@@ -216,8 +218,7 @@ def test_a_real_fp32_step_is_gpu_bound_with_its_host_waiting_in_the_unpinned_bat
     others.append(summarize_trace(load_trace(PROFILES / "h100-optimized-graphed.json.gz")))
     assert [other["fp32_gemm_share"] for other in others] == [0, 0, 0, 0]
     assert all("fp32 GEMMs" not in profile_line(other | {"trace": "x"}) for other in others)
-    profile_schema = jsonschema.Draft202012Validator({"$defs": SCHEMA["$defs"], "$ref": "#/$defs/profile"})
-    assert list(profile_schema.iter_errors(baseline | {"trace": "x", "requested_steps": 10})) == []
+    assert list(PROFILE_SCHEMA.iter_errors(baseline | {"trace": "x", "requested_steps": 10})) == []
 
 
 @pytest.mark.parametrize(
@@ -246,7 +247,9 @@ def test_a_wait_that_fills_half_the_step_is_read_against_what_bounds_it() -> Non
     assert "cuda*Synchronize;" in profile_line(guide) and "costs nothing" not in profile_line(guide)
     waiting = {"steps": 2, "step_ms": 10.0, "sync_ms_per_step": 6.0, "bound": "host", "trace": "x"}
     assert "each wait empties the GPU's queue" in profile_line(waiting)
-    assert "cuda*Synchronize. Trace" in profile_line(waiting | {"sync_ms_per_step": 4.0})  # under half: no word
+    assert "cuda*Synchronize. Trace" in profile_line(
+        waiting | {"sync_ms_per_step": 4.0}
+    )  # under half: no word
     assert "costs nothing" not in profile_line(waiting | {"bound": None})
 
 
