@@ -55,6 +55,10 @@ def test_baseline_learns_and_reports(tmp_path: Path) -> None:
     assert len(answers["predictions"]) == 64 and result["test_predictions"] == "test_predictions.json"
     right = sum(p == y for p, y in zip(answers["predictions"], answers["gold"], strict=True))
     assert right / 64 == result["test"]["accuracy"]
+    # each answer's softmax, to average runs by confidence: it sums to 1 and its largest is the answer
+    rows = answers["probabilities"]
+    assert len(rows) == 64 and all(abs(sum(row) - 1) < 1e-4 for row in rows)
+    assert [max(range(2), key=row.__getitem__) for row in rows] == answers["predictions"]
 
 
 def test_the_steady_rate_is_the_work_of_the_windows_after_the_first_over_their_time() -> None:
@@ -216,6 +220,8 @@ def test_two_processes_with_torchrun_and_gloo(tmp_path: Path) -> None:
     assert len(answers["predictions"]) == data["test"]["samples"] == 128 and -1 not in answers["predictions"]
     right = sum(p == y for p, y in zip(answers["predictions"], answers["gold"], strict=True))
     assert right / 128 == data["test"]["accuracy"]
+    # gathered by the same MAX all-reduce: no row is left at the -1 it starts from on the other rank
+    assert len(answers["probabilities"]) == 128 and min(min(row) for row in answers["probabilities"]) >= 0
 
 
 def test_resume_after_kill_matches_an_uninterrupted_run(tmp_path: Path) -> None:

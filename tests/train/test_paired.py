@@ -42,6 +42,15 @@ def test_written_predictions_read_back_in_the_splits_order(tmp_path: Path) -> No
     assert json.loads((run / PREDICTIONS_FILE).read_text())["split"] == "test"
 
 
+def test_probabilities_are_kept_when_given_and_optional_when_not(tmp_path: Path) -> None:
+    rows = [[0.9, 0.1], [0.2, 0.8], [0.6, 0.4], [0.7, 0.3], [0.0, 1.0], [0.45, 0.55]]
+    run = tmp_path / "a"
+    run.mkdir()
+    write_predictions(run / PREDICTIONS_FILE, fake_task(), [0, 1, 0, 0, 1, 1], rows)
+    assert load_predictions(run)["probabilities"] == rows
+    assert "probabilities" not in load_predictions(write_run(tmp_path / "b", GOLD))  # runs before 2026-12-06
+
+
 def test_two_runs_are_compared_answer_by_answer(tmp_path: Path) -> None:
     a = write_run(tmp_path / "a", [0, 1, 1, 0, 1, 1])  # 5 of 6: wrong on the last
     b = write_run(tmp_path / "b", [0, 1, 0, 1, 1, 0])  # 4 of 6: wrong on 2 and 3
@@ -79,6 +88,14 @@ def test_a_run_without_predictions_says_why(tmp_path: Path) -> None:
             "lists of labels",
         ),
         ('{"schema": "dgxperf.train.predictions/1", "gold": "01", "predictions": "01"}', "lists of labels"),
+        *(
+            (
+                '{"schema": "dgxperf.train.predictions/1", "labels": ["neg", "pos"], "gold": [0, 1], '
+                f'"predictions": [0, 1], "probabilities": {rows}}}',
+                "one row per example",
+            )
+            for rows in ("[[1, 0]]", "[[1, 0], [0.5]]", "[[1, 0], [1.5, -0.5]]", '[[1, 0], ["a", 1]]', '"x"')
+        ),
     ],
 )
 def test_malformed_predictions_are_clear_errors(tmp_path: Path, content: str, message: str) -> None:

@@ -284,7 +284,8 @@ def evaluate(
 
     ``keep_predictions``: also return ``predictions``, the predicted label of every example in the split's
     order (gathered from all ranks), so that two runs can be compared review by review
-    (``metrics.paired_comparison``)."""
+    (``metrics.paired_comparison``), and ``probabilities``, each example's softmax over the labels, so that
+    runs (or a run and another model) can be averaged by their confidence rather than only voted."""
     import torch
 
     loader, sampler = make_loader(split, config, context, train=False)
@@ -293,9 +294,9 @@ def evaluate(
     n = num_labels
     matrix = torch.zeros(n, n, dtype=torch.long, device=context.device)
     # Every example belongs to one rank; the others keep -1 there, so a MAX all-reduce gathers them.
-    predicted = torch.full(
-        (len(split) if keep_predictions else 0,), -1, dtype=torch.long, device=context.device
-    )
+    kept = len(split) if keep_predictions else 0
+    predicted = torch.full((kept,), -1, dtype=torch.long, device=context.device)
+    probabilities = torch.full((kept, n), -1.0, dtype=torch.float32, device=context.device)
     loss_sum = torch.zeros((), dtype=torch.float64, device=context.device)
     was_training = model.training
     model.eval()
@@ -323,7 +324,9 @@ def evaluate(
             preds = logits.argmax(dim=-1)
             matrix.index_put_((labels, preds), torch.ones_like(labels), accumulate=True)
             if keep_predictions:
-                predicted[torch.as_tensor(indices, device=context.device)] = preds
+                rows = torch.as_tensor(indices, device=context.device)
+                predicted[rows] = preds
+                probabilities[rows] = torch.softmax(logits.float(), dim=-1)
     if context.distributed:
         import torch.distributed as dist
 
@@ -331,11 +334,14 @@ def evaluate(
         dist.all_reduce(loss_sum)
         if keep_predictions:
             dist.all_reduce(predicted, op=dist.ReduceOp.MAX)
+            dist.all_reduce(probabilities, op=dist.ReduceOp.MAX)
     model.train(was_training)
     result: dict[str, Any] = scores(matrix.tolist())
     result["loss"] = float(loss_sum.item()) / max(1, int(result["samples"]))
     if keep_predictions:
         result["predictions"] = predicted.tolist()
+        # five decimals keep a 1,736-review file small and every averaged answer as the run's own
+        result["probabilities"] = [[round(p, 5) for p in row] for row in probabilities.tolist()]
     return result
 
 
@@ -737,6 +743,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
             model, task.test, config, context, model_config.num_labels, sharded=sharded, keep_predictions=True
         )
     predictions = test.pop("predictions")
+    probabilities = test.pop("probabilities")
     weight_average = None
     if average is not None:
         unaveraged = evaluate(
@@ -745,14 +752,16 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
         weight_average = {
             "decay": config.ema_decay,
             "updates": average.updates,
-            "test_unaveraged": {k: v for k, v in unaveraged.items() if k != "predictions"},
+            "test_unaveraged": {
+                k: v for k, v in unaveraged.items() if k not in ("predictions", "probabilities")
+            },
             # averaged (a) against trained (b), review by review on the same test split
             "paired": paired_comparison(
                 predictions, unaveraged["predictions"], [int(y) for y in task.test.labels]
             ),
         }
     if context.is_main:
-        write_predictions(options.out_dir / PREDICTIONS_FILE, task, predictions)
+        write_predictions(options.out_dir / PREDICTIONS_FILE, task, predictions, probabilities)
     log.write(
         {
             "type": "test",

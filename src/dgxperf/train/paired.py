@@ -25,10 +25,13 @@ class PredictionsError(Exception):
     """Predictions that are missing, malformed, or not of the same examples as the other run's."""
 
 
-def write_predictions(path: Path, task: Any, predictions: list[int]) -> None:
+def write_predictions(
+    path: Path, task: Any, predictions: list[int], probabilities: list[list[float]] | None = None
+) -> None:
     """The test split's predicted labels, in the split's order, beside what identifies that split, so that
-    another run on the same split can be compared with this one review by review."""
-    record = {
+    another run on the same split can be compared with this one review by review; with ``probabilities``
+    (each example's softmax over the labels, the same order) runs can also be averaged by confidence."""
+    record: dict[str, Any] = {
         "schema": PREDICTIONS_SCHEMA,
         "split": "test",
         "split_hash": task.split_hash,
@@ -36,6 +39,8 @@ def write_predictions(path: Path, task: Any, predictions: list[int]) -> None:
         "gold": [int(y) for y in task.test.labels],
         "predictions": predictions,
     }
+    if probabilities is not None:
+        record["probabilities"] = probabilities
     with atomic_write(path) as handle:
         handle.write(json.dumps(record, separators=(",", ":")).encode() + b"\n")
 
@@ -58,7 +63,27 @@ def load_predictions(run_dir: Path) -> dict[str, Any]:
     gold, predictions = data.get("gold"), data.get("predictions")
     if not (_int_list(gold) and _int_list(predictions) and len(gold) == len(predictions)):
         raise PredictionsError(f"{path}: gold and predictions must be lists of labels of the same length")
+    probabilities = data.get("probabilities")
+    if probabilities is not None and not _probability_rows(
+        probabilities, len(gold), len(data.get("labels") or [])
+    ):
+        raise PredictionsError(
+            f"{path}: probabilities must hold one row per example, one number in [0, 1] per label"
+        )
     return data
+
+
+def _probability_rows(value: Any, rows: int, labels: int) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) == rows
+        and all(
+            isinstance(row, list)
+            and len(row) == labels
+            and all(isinstance(p, (int, float)) and not isinstance(p, bool) and 0 <= p <= 1 for p in row)
+            for row in value
+        )
+    )
 
 
 def _int_list(value: Any) -> TypeGuard[list[int]]:
