@@ -59,6 +59,11 @@ def test_baseline_learns_and_reports(tmp_path: Path) -> None:
     rows = answers["probabilities"]
     assert len(rows) == 64 and all(abs(sum(row) - 1) < 1e-4 for row in rows)
     assert [max(range(2), key=row.__getitem__) for row in rows] == answers["predictions"]
+    # the same of the final model on dev, where a choice between models is made before test judges it
+    dev = json.loads((tmp_path / "run" / "dev_predictions.json").read_text())
+    assert dev["split"] == "dev" and len(dev["predictions"]) == len(dev["probabilities"]) == 64
+    dev_right = sum(p == y for p, y in zip(dev["predictions"], dev["gold"], strict=True))
+    assert dev_right / 64 == result["epochs"][-1]["dev_accuracy"]
 
 
 def test_the_steady_rate_is_the_work_of_the_windows_after_the_first_over_their_time() -> None:

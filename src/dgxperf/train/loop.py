@@ -25,7 +25,7 @@ from dgxperf.train.ema import WeightAverage
 from dgxperf.train.flops import flops_for_batch
 from dgxperf.train.graphs import CaptureError, GraphedStep
 from dgxperf.train.metrics import ThroughputMeter, paired_comparison, scores, wilson_interval
-from dgxperf.train.paired import PREDICTIONS_FILE, write_predictions
+from dgxperf.train.paired import DEV_PREDICTIONS_FILE, PREDICTIONS_FILE, write_predictions
 from dgxperf.train.recipes import RecipeError, TrainConfig, changes_from_recipe, for_world
 from dgxperf.train.trace import StepProfiler
 from dgxperf.train.warmup import passes_per_shape, run_shapes, union_across_ranks, warm_shapes
@@ -742,6 +742,9 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
         test = evaluate(
             model, task.test, config, context, model_config.num_labels, sharded=sharded, keep_predictions=True
         )
+        dev_final = evaluate(
+            model, task.dev, config, context, model_config.num_labels, sharded=sharded, keep_predictions=True
+        )
     predictions = test.pop("predictions")
     probabilities = test.pop("probabilities")
     weight_average = None
@@ -762,6 +765,13 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
         }
     if context.is_main:
         write_predictions(options.out_dir / PREDICTIONS_FILE, task, predictions, probabilities)
+        write_predictions(
+            options.out_dir / DEV_PREDICTIONS_FILE,
+            task,
+            dev_final["predictions"],
+            dev_final["probabilities"],
+            split="dev",
+        )
     log.write(
         {
             "type": "test",

@@ -19,6 +19,9 @@ from dgxperf.train.metrics import paired_comparison
 
 PREDICTIONS_SCHEMA = "dgxperf.train.predictions/1"
 PREDICTIONS_FILE = "test_predictions.json"
+# the final model's dev answers, the same record: a choice between runs (or how much to trust a second
+# model beside a run) is made on dev, then judged on test
+DEV_PREDICTIONS_FILE = "dev_predictions.json"
 
 
 class PredictionsError(Exception):
@@ -26,17 +29,22 @@ class PredictionsError(Exception):
 
 
 def write_predictions(
-    path: Path, task: Any, predictions: list[int], probabilities: list[list[float]] | None = None
+    path: Path,
+    task: Any,
+    predictions: list[int],
+    probabilities: list[list[float]] | None = None,
+    split: str = "test",
 ) -> None:
-    """The test split's predicted labels, in the split's order, beside what identifies that split, so that
-    another run on the same split can be compared with this one review by review; with ``probabilities``
-    (each example's softmax over the labels, the same order) runs can also be averaged by confidence."""
+    """A split's predicted labels (test unless ``split`` says dev), in the split's order, beside what
+    identifies that split, so that another run on the same split can be compared with this one review by
+    review; with ``probabilities`` (each example's softmax over the labels, the same order) runs can also be
+    averaged by confidence."""
     record: dict[str, Any] = {
         "schema": PREDICTIONS_SCHEMA,
-        "split": "test",
+        "split": split,
         "split_hash": task.split_hash,
         "labels": list(task.labels),
-        "gold": [int(y) for y in task.test.labels],
+        "gold": [int(y) for y in getattr(task, split).labels],
         "predictions": predictions,
     }
     if probabilities is not None:
