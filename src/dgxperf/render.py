@@ -444,10 +444,24 @@ def render_train(console: Console, result: dict[str, Any]) -> None:
         f"test: accuracy {test['accuracy']:.4f}{interval}, macro-F1 {test['macro_f1']:.4f} "
         f"({test['samples']} samples)"
     )
+    fusion = result.get("ngram_fusion")
+    if fusion:
+        console.print(fusion_line(fusion), highlight=False)
     profile = result.get("profile")
     if profile:
         console.print(profile_line(profile), highlight=False)
     console.print(f"run folder: {result['out_dir']}", style="dim")
+
+
+def fusion_line(fusion: dict[str, Any]) -> str:
+    """One line on the encoder averaged with the token n-gram model (train/ngram.py)."""
+    pair = fusion["paired"]
+    return (
+        f"with a token 1-3-gram model averaged in (the encoder's share {fusion['weight']:.2f}, chosen on dev): "
+        f"test accuracy {fusion['test']['accuracy']:.4f}, {100 * pair['difference']:+.2f} points over the "
+        f"encoder alone (McNemar p = {pair['p_value']:.3g}); the n-gram model alone "
+        f"{fusion['ngram']['test_accuracy']:.4f}"
+    )
 
 
 # a share of kernel time in fp32 CUDA-core GEMMs worth a line: `baseline` ran 83%, the bf16/fp16 recipes 0%

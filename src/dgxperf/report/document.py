@@ -62,8 +62,8 @@ def recipe_table(result: Mapping[str, Any]) -> Table:
     """Guide A §7's table for this node: one row per recipe."""
     basis = rate_basis(result)
     headers = ["recipe", "epoch time (s)", "warm-up (s)", "samples/s (epoch)", "samples/s (steady)", "tokens/s",
-               "MFU", "peak memory (GB)", "dev acc", "test acc", f"vs baseline ({basis})", f"vs guide ({basis})",
-               "run"]  # fmt: skip
+               "MFU", "peak memory (GB)", "dev acc", "test acc", "test acc + n-grams", f"vs baseline ({basis})",
+               f"vs guide ({basis})", "run"]  # fmt: skip
     runs = result.get("recipes") or {}
     cut = {n: u for n, u in (result.get("unfinished") or {}).items() if "summary" not in runs.get(n, {})}
     rate = {n: recipe_rates(r["summary"], basis)[0] for n, r in runs.items() if "summary" in r}
@@ -91,6 +91,7 @@ def recipe_table(result: Mapping[str, Any]) -> Table:
             _num(memory / 1e9 if memory else None, "{:.1f}"),
             _num(s.get("dev_accuracy"), "{:.2%}"),
             _num(s.get("test_accuracy"), "{:.2%}") + _interval(s.get("test_accuracy_ci95")),
+            _num(((run.get("ngram_fusion") or {}).get("test") or {}).get("accuracy"), "{:.2%}"),
             _ratio(rate.get(name), rate.get("baseline")),
             _ratio(rate.get(name), rate.get("guide")),
             f"#{run['run_id']}" if run.get("run_id") is not None else "—",
@@ -115,6 +116,7 @@ def _unfinished_row(name: str, unfinished: Mapping[str, Any], rate: Mapping[str,
         _num(memory / 1e9 if memory else None, "{:.1f}"),
         _num(e.get("dev_accuracy"), "{:.2%}"),
         f"{how} after epoch {unfinished['epochs_done']} of {unfinished['epochs_planned']}",
+        "—",
         _ratio(rate.get(name), rate.get("baseline")),
         _ratio(rate.get(name), rate.get("guide")),
         "—",

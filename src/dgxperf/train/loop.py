@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dgxperf import __version__
-from dgxperf.train import checkpoint, parallel
+from dgxperf.train import checkpoint, ngram, parallel
 from dgxperf.train.ema import WeightAverage
 from dgxperf.train.flops import flops_for_batch
 from dgxperf.train.graphs import CaptureError, GraphedStep
@@ -783,6 +783,12 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
     )
     if not context.is_main:
         return None
+    # the synthetic task's labels are random: nothing for an n-gram model to find
+    fusion = (
+        ngram.report(task, dev_final["probabilities"], probabilities, predictions)
+        if config.ngram_fusion and config.task != "synthetic"
+        else None
+    )
     steady = [h for h in history if not h["resumed_mid_epoch"]]
     final: dict[str, Any] = (steady or history)[-1] if history else {}
     peaks = [h["peak_memory_bytes"] for h in history if h["peak_memory_bytes"] is not None]
@@ -814,6 +820,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
         "shape_warmup": warmed,
         "cuda_graphs": graphed.summary() if graphed is not None else None,
         "weight_average": weight_average,
+        "ngram_fusion": fusion,
         "profile": profile,
         "epochs": history,
         "test": test,

@@ -103,6 +103,9 @@ class TrainConfig:
     fused_optimizer: bool = False
     label_smoothing: float = 0.0
     ema_decay: float = 0.0  # > 0: dev and test score an average of the weights (train/ema.py)
+    # a token 1-3-gram regression fitted beside the encoder and averaged with it, reported apart from the
+    # encoder's own test score (train/ngram.py)
+    ngram_fusion: bool = True
     # -- input pipeline
     num_workers: int = 0
     pin_memory: bool = False
