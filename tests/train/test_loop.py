@@ -64,6 +64,11 @@ def test_baseline_learns_and_reports(tmp_path: Path) -> None:
     assert dev["split"] == "dev" and len(dev["predictions"]) == len(dev["probabilities"]) == 64
     dev_right = sum(p == y for p, y in zip(dev["predictions"], dev["gold"], strict=True))
     assert dev_right / 64 == result["epochs"][-1]["dev_accuracy"]
+    # the n-gram model averaged in, paired with the encoder's own answers on the same 64 reviews
+    fusion = result["ngram_fusion"]
+    assert fusion["features"] > 0 and 0 <= fusion["weight"] <= 1 and fusion["test"]["samples"] == 64
+    assert fusion["paired"]["accuracy_b"] == result["test"]["accuracy"]
+    assert fusion["paired"]["accuracy_a"] == fusion["test"]["accuracy"]
 
 
 def test_the_steady_rate_is_the_work_of_the_windows_after_the_first_over_their_time() -> None:
@@ -361,3 +366,4 @@ def test_synthetic_fixed_length_task(tmp_path: Path) -> None:
     assert result["data"]["task"] == "synthetic" and result["steps"] == 6
     assert result["epochs"][0]["padding_share"] == 0.0  # fixed length: nothing to pad
     assert result["summary"]["steady_samples_per_s"] > 0
+    assert result["ngram_fusion"] is None  # random labels: no n-gram model is fitted
