@@ -88,6 +88,9 @@ def describe(folder: Path) -> dict[str, Any] | None:
         "cuda_graphs": result.get("cuda_graphs"),
         # ema_decay > 0: the average against the very weights it averaged, on the same test reviews
         "weight_average": average_effect(result.get("weight_average")),
+        # the encoder averaged with the token n-gram model at the weight dev chose (runs from 2026-12-06)
+        "fused_test_accuracy": ((result.get("ngram_fusion") or {}).get("test") or {}).get("accuracy"),
+        "fusion_weight": (result.get("ngram_fusion") or {}).get("weight"),
         "bound": (result.get("profile") or {}).get("bound"),
         "real_tokens_per_s": [round(e["real_tokens_per_s"]) for e in epochs if e.get("real_tokens_per_s")],
         "mfu": [e.get("mfu") for e in epochs],
@@ -212,6 +215,7 @@ def vote_accuracy(folders: list[str]) -> float | None:
 def group_summary(label: str, group: list[dict[str, Any]]) -> dict[str, Any]:
     """How many runs, their mean test accuracy and range, how many reached issue 4's goal, and their vote."""
     accuracies = [r["test_accuracy"] for r in group]
+    fused = [r["fused_test_accuracy"] for r in group]
     return {
         "runs_of": label,
         "runs": len(group),
@@ -219,6 +223,9 @@ def group_summary(label: str, group: list[dict[str, Any]]) -> dict[str, Any]:
         "range": [min(accuracies), max(accuracies)],
         "at_or_above_goal": sum(a >= GOAL for a in accuracies),
         "vote_test_accuracy": vote_accuracy([r["folder"] for r in group]),
+        # only when every run of the group has one: a mean over some runs would compare other runs
+        "mean_fused_test_accuracy": statistics.fmean(fused) if None not in fused else None,
+        "fused_at_or_above_goal": sum(a >= GOAL for a in fused) if None not in fused else None,
     }
 
 
@@ -260,9 +267,14 @@ def speed_vs_guide(run: dict[str, Any], runs: list[dict[str, Any]]) -> list[floa
 def test_cell(run: dict[str, Any]) -> str:
     """The test accuracy; with a weight average, the average's and the trained weights' (the recipe's own)."""
     average = run["weight_average"]
+    fused = run["fused_test_accuracy"]
+    with_ngrams = f" (with n-grams {100 * fused:.2f}%)" if fused is not None else ""
     if not average:
-        return f"{100 * run['test_accuracy']:.2f}%"
-    return f"{100 * run['test_accuracy']:.2f}% averaged, {100 * average['unaveraged_test_accuracy']:.2f}% trained"
+        return f"{100 * run['test_accuracy']:.2f}%{with_ngrams}"
+    return (
+        f"{100 * run['test_accuracy']:.2f}% averaged, {100 * average['unaveraged_test_accuracy']:.2f}% trained"
+        f"{with_ngrams}"
+    )
 
 
 def markdown_table(runs: list[dict[str, Any]]) -> str:
@@ -321,7 +333,12 @@ def main() -> int:
         memory = f"  memory {r['peak_memory_gb']} GB peak, {r['peak_reserved_gb']} GB reserved" + (
             f", graphs' pool {pool / 1e9:.1f} GB" if pool is not None else ""
         )
-        print(f"{r['run']:<48} {r['recipe']:<9} seed {r['seed']}  test {100 * r['test_accuracy']:.2f}%  "
+        fused = (
+            f" (with n-grams {100 * r['fused_test_accuracy']:.2f}%, weight {r['fusion_weight']:.2f})"
+            if r["fused_test_accuracy"] is not None
+            else ""
+        )
+        print(f"{r['run']:<48} {r['recipe']:<9} seed {r['seed']}  test {100 * r['test_accuracy']:.2f}%{fused}  "
               f"samples/s {r['samples_per_s']}  {fields}{memory if r['peak_memory_gb'] else ''}")  # fmt: skip
     averaged = [r for r in runs if r["weight_average"]]
     for r in averaged:
@@ -360,7 +377,10 @@ def main() -> int:
         vote = summary["vote_test_accuracy"]
         print(f"{summary['runs_of']}: {summary['runs']} run(s), test mean {100 * summary['mean_test_accuracy']:.2f}% "
               f"({100 * low:.2f}-{100 * high:.2f}%), {summary['at_or_above_goal']} at or above {GOAL:.0%}"
-              + (f", their vote {100 * vote:.2f}%" if vote is not None else ""))  # fmt: skip
+              + (f", their vote {100 * vote:.2f}%" if vote is not None else "")
+              + (f"; with n-grams mean {100 * summary['mean_fused_test_accuracy']:.2f}%, "
+                 f"{summary['fused_at_or_above_goal']} at or above {GOAL:.0%}"
+                 if summary["mean_fused_test_accuracy"] is not None else ""))  # fmt: skip
     return 0
 
 

@@ -328,3 +328,77 @@ def test_the_base_preset_profiles_the_readme_quotes() -> None:
         0.98,
         643,
     )
+
+
+# Encoder N (2026-12-06-h100-ngram-fusion): pretrained as the tally's (80 epochs, single characters at 15%,
+# reviews only) on an H100, so its runs extend the tally as M's do. The first runs to carry their dev and test
+# softmax, and the n-gram model averaged in (train/ngram.py). Run folder -> (encoder alone, with n-grams).
+ENCODER_N = "2026-12-06-h100-ngram-fusion"
+N_QUOTED = {
+    "optimized-s1": (85.83, 86.06),
+    "optimized-s2": (85.71, 85.94),
+    "guide-s1": (86.41, 86.75),
+    "guide-s2": (86.06, 86.52),
+    "baseline-s1": (85.48, 86.52),
+}
+
+
+@functools.cache
+def encoder_n_result(folder: str) -> dict[str, Any]:
+    return json.loads((BENCH / ENCODER_N / folder / "result.json").read_text())
+
+
+def test_encoder_n_runs_are_tally_fine_tunes_from_one_eighty_epoch_single_character_encoder() -> None:
+    pretrain = json.loads((BENCH / ENCODER_N / "pretrain.json").read_text())
+    settings = pretrain["settings"]
+    assert (settings["epochs"], settings["mask_prob"], settings["mask_span"]) == (80, 0.15, 1)
+    assert settings["extra_text"] is None and settings["objective"] == "mlm"
+    identities = set()
+    for folder, (alone, fused) in N_QUOTED.items():
+        result = encoder_n_result(folder)
+        identity = result["init"]["pretrain"]
+        assert identity["settings"] == settings and identity["final_loss"] == pretrain["final_loss"], folder
+        identities.add(identity["sha256"])
+        config = result["config"]
+        assert (config["epochs"], config["task"], config["pooling"], config["ema_decay"]) == (
+            3, "chnsenticorp", "cls", 0.0), folder  # fmt: skip
+        assert (result["global_batch"], result["lr"]) == pytest.approx(OWN_SETTINGS[result["recipe"]]), folder
+        assert round(100 * result["test"]["accuracy"], 2) == alone, folder
+        assert round(100 * result["ngram_fusion"]["test"]["accuracy"], 2) == fused, folder
+    assert len(identities) == 1
+
+
+def test_the_tally_with_encoders_m_and_n(runs: list[dict[str, Any]]) -> None:
+    """The README, PENDING.md and encoder N's README: the tally with M's and N's default runs."""
+    extended = [
+        *runs,
+        *({"recipe": encoder_m_result(f)["recipe"], "accuracy": encoder_m_accuracy(f)}
+          for f in (*M_DEFAULTS, *M_GUIDE)),
+        *({"recipe": encoder_n_result(f)["recipe"], "accuracy": alone} for f, (alone, _) in N_QUOTED.items()),
+    ]  # fmt: skip
+    assert tally(extended) == {
+        "optimized": (21, 85.77, 11),
+        "guide": (11, 85.72, 4),
+        "baseline": (4, 85.43, 0),
+    }
+
+
+def test_encoder_n_with_n_grams_the_readme_quotes() -> None:
+    """Each run's gain from the n-gram model, by recipe and over all five."""
+    gains = {f: fused - alone for f, (alone, fused) in N_QUOTED.items()}
+    assert all(g > 0 for g in gains.values())
+    assert round(statistics.fmean(gains.values()), 2) == 0.46
+    fused = [f for _, f in N_QUOTED.values()]
+    assert round(statistics.fmean(fused), 2) == 86.36 and sum(f >= 86 for f in fused) == 4
+    by_recipe = {
+        recipe: round(
+            statistics.fmean(
+                100 * encoder_n_result(name)["ngram_fusion"]["test"]["accuracy"]
+                for name in N_QUOTED
+                if name.startswith(recipe)
+            ),
+            2,
+        )
+        for recipe in OWN_SETTINGS
+    }
+    assert by_recipe == {"optimized": 86.0, "guide": 86.64, "baseline": 86.52}

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -95,3 +98,42 @@ def test_report_scores_the_average_against_the_encoder_alone() -> None:
     assert got["paired"]["accuracy_b"] == np.mean(np.asarray(answers) == task.test.labels)
     assert got["paired"]["a_only"] > 0 and got["paired"]["b_only"] == 0
     assert got["ngram"]["test_accuracy"] == 1.0 and got["features"] > 0
+
+
+BENCH = Path(__file__).resolve().parents[2] / "docs" / "benchmarks" / "2026-12-06-h100-ngram-fusion"
+
+
+@pytest.fixture(scope="module")
+def real_task() -> Any:
+    from dgxperf.train import data as D
+    from dgxperf.train.tokenizer import build_tokenizer
+
+    try:
+        text = D.load_sentiment()
+    except D.DataError as exc:
+        pytest.skip(f"the default task's data is not here: {exc}")
+    return D.encode_task(text, build_tokenizer("char", text.texts("train")), 128, "head_tail")
+
+
+@pytest.fixture(scope="module")
+def real_model(real_task: Any) -> ngram.NgramModel:
+    return ngram.fit(real_task.train, real_task.num_labels, real_task.vocab_size)
+
+
+@pytest.mark.parametrize("run", ["optimized-s1", "guide-s2", "baseline-s1"])
+def test_an_h100_runs_average_replays_on_the_cpu_from_its_committed_softmax(
+    real_task: Any, real_model: ngram.NgramModel, run: str
+) -> None:
+    """The run's dev and test softmax, as committed, and an n-gram model fitted here on the real split give the
+    weight and the averaged test accuracy the H100 run reported."""
+    result = json.loads((BENCH / run / "result.json").read_text())
+    dev, test = (json.loads((BENCH / run / f"{s}_predictions.json").read_text()) for s in ("dev", "test"))
+    assert dev["split_hash"] == test["split_hash"] == real_task.split_hash
+    got = ngram.report(
+        real_task, dev["probabilities"], test["probabilities"], test["predictions"], real_model
+    )
+    reported = result["ngram_fusion"]
+    assert got["weight"] == reported["weight"]
+    assert got["test"]["accuracy"] == pytest.approx(reported["test"]["accuracy"], abs=1 / 1736)
+    assert got["ngram"]["test_accuracy"] == pytest.approx(reported["ngram"]["test_accuracy"], abs=1 / 1736)
+    assert got["paired"]["accuracy_b"] == result["test"]["accuracy"]

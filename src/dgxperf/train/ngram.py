@@ -159,13 +159,16 @@ def report(
     dev_probabilities: list[list[float]],
     test_probabilities: list[list[float]],
     test_predictions: list[int],
+    model: NgramModel | None = None,
 ) -> dict[str, Any]:
-    """Fit the n-gram model on ``task``'s training split, choose the averaging weight on dev, and score the
-    average on test beside the encoder's own answers (``metrics.paired_comparison``: the average is a)."""
+    """Fit the n-gram model on ``task``'s training split (unless ``model`` is one already fitted there),
+    choose the averaging weight on dev, and score the average on test beside the encoder's own answers
+    (``metrics.paired_comparison``: the average is a)."""
     from dgxperf.train.metrics import confusion, paired_comparison, scores
 
     started = time.perf_counter()
-    model = fit(task.train, task.num_labels, task.vocab_size)
+    if model is None:
+        model = fit(task.train, task.num_labels, task.vocab_size)
     seconds = time.perf_counter() - started
     dev_gold, test_gold = np.asarray(task.dev.labels), np.asarray(task.test.labels)
     encoder_dev, encoder_test = np.asarray(dev_probabilities), np.asarray(test_probabilities)
