@@ -117,6 +117,11 @@ def test_summarize_runs_pairs_each_variant_with_its_nearest_reference() -> None:
         "2 at or above 86%, their vote 85.83%" in base  # fmt: skip
     assert "all recipes (preset=base): 9 run(s), test mean 85.51% (84.79-86.81%), 3 at or above 86%, " \
         "their vote 85.77%" in base  # fmt: skip
+    # with the n-gram model averaged in (encoder N, the first runs that carry it): each run and each group
+    fused = summarize(str(ROOT / "docs/benchmarks/2026-12-06-h100-ngram-fusion")).stdout
+    assert "baseline  seed 1  test 85.48% (with n-grams 86.52%, weight 0.30)" in fused
+    assert "all recipes: 5 run(s), test mean 85.90% (85.48-86.41%), 2 at or above 86%, their vote 86.64%; " \
+        "with n-grams mean 86.36%, 4 at or above 86%" in fused  # fmt: skip
     assert re.search(r"vs optimized-s2: -1\.32 points .*step losses at most 0\.\d+ apart over \d+ logged steps",
                      result.stdout)  # fmt: skip
     # the graphed step is the eager one, replayed: on the H200 every logged loss came out the same
@@ -158,6 +163,8 @@ def test_summarize_runs_pairs_each_variant_with_its_nearest_reference() -> None:
     assert module.speed_vs_guide(timed("optimized", [500, 400]), [averaged_guide]) is None
     average = {"unaveraged_test_accuracy": 0.8571}
     assert module.test_cell({"test_accuracy": 0.86, "weight_average": None}) == "86.00%"
+    fused = {"test_accuracy": 0.86, "weight_average": None, "fused_test_accuracy": 0.8652}
+    assert module.test_cell(fused) == "86.00% (with n-grams 86.52%)"
     assert (
         module.test_cell({"test_accuracy": 0.86, "weight_average": average})
         == "86.00% averaged, 85.71% trained"

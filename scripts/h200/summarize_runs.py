@@ -32,7 +32,8 @@ from dgxperf.report.validate import read_metrics_records
 from dgxperf.train import recipes
 from dgxperf.train.paired import PredictionsError, compare_runs, load_predictions
 
-NOT_A_VARIANT = {"seed", "init_from", "data_dir", "epochs", "profile_steps", "profile_after"}
+# fields that leave the encoder's training as it was (ngram_fusion only adds a model after the test)
+NOT_A_VARIANT = {"seed", "init_from", "data_dir", "epochs", "profile_steps", "profile_after", "ngram_fusion"}
 # Defaults a recipe gained after runs were recorded without `recipe_changes`: such a run had the old value.
 DEFAULTS_BEFORE_RECIPE_CHANGES = {"optimized": {"cuda_graphs": False}}
 
@@ -267,7 +268,7 @@ def speed_vs_guide(run: dict[str, Any], runs: list[dict[str, Any]]) -> list[floa
 def test_cell(run: dict[str, Any]) -> str:
     """The test accuracy; with a weight average, the average's and the trained weights' (the recipe's own)."""
     average = run["weight_average"]
-    fused = run["fused_test_accuracy"]
+    fused = run.get("fused_test_accuracy")
     with_ngrams = f" (with n-grams {100 * fused:.2f}%)" if fused is not None else ""
     if not average:
         return f"{100 * run['test_accuracy']:.2f}%{with_ngrams}"

@@ -214,11 +214,19 @@ def encoder_m_accuracy(folder: str) -> float:
     return 100 * encoder_m_result(folder)["test"]["accuracy"]
 
 
-def test_encoder_m_runs_are_tally_fine_tunes_from_one_eighty_epoch_single_character_encoder() -> None:
-    pretrain = json.loads((BENCH / ENCODER_M / "pretrain.json").read_text())
+def tally_pretraining(encoder_folder: str) -> dict[str, Any]:
+    """The folder's pretrain.json, checked to be pretrained as the tally's encoders are: 80 masked-LM
+    epochs of single characters at 15%, on the reviews alone."""
+    pretrain: dict[str, Any] = json.loads((BENCH / encoder_folder / "pretrain.json").read_text())
     settings = pretrain["settings"]
     assert (settings["epochs"], settings["mask_prob"], settings["mask_span"]) == (80, 0.15, 1)
     assert settings["extra_text"] is None and settings["objective"] == "mlm"
+    return pretrain
+
+
+def test_encoder_m_runs_are_tally_fine_tunes_from_one_eighty_epoch_single_character_encoder() -> None:
+    pretrain = tally_pretraining(ENCODER_M)
+    settings = pretrain["settings"]
     identities = set()
     for folder, quoted in {**M_DEFAULTS, **M_GUIDE}.items():
         result = encoder_m_result(folder)
@@ -349,10 +357,8 @@ def encoder_n_result(folder: str) -> dict[str, Any]:
 
 
 def test_encoder_n_runs_are_tally_fine_tunes_from_one_eighty_epoch_single_character_encoder() -> None:
-    pretrain = json.loads((BENCH / ENCODER_N / "pretrain.json").read_text())
+    pretrain = tally_pretraining(ENCODER_N)
     settings = pretrain["settings"]
-    assert (settings["epochs"], settings["mask_prob"], settings["mask_span"]) == (80, 0.15, 1)
-    assert settings["extra_text"] is None and settings["objective"] == "mlm"
     identities = set()
     for folder, (alone, fused) in N_QUOTED.items():
         result = encoder_n_result(folder)

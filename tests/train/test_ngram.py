@@ -137,3 +137,12 @@ def test_an_h100_runs_average_replays_on_the_cpu_from_its_committed_softmax(
     assert got["test"]["accuracy"] == pytest.approx(reported["test"]["accuracy"], abs=1 / 1736)
     assert got["ngram"]["test_accuracy"] == pytest.approx(reported["ngram"]["test_accuracy"], abs=1 / 1736)
     assert got["paired"]["accuracy_b"] == result["test"]["accuracy"]
+
+
+def test_switching_the_n_gram_model_off_is_free_on_resume() -> None:
+    from dgxperf.train import recipes
+    from dgxperf.train.loop import config_differences
+
+    saved = recipes.dataclasses.asdict(recipes.OPTIMIZED)
+    off = recipes.apply_overrides(recipes.OPTIMIZED, {"ngram_fusion": "false"})
+    assert off.ngram_fusion is False and config_differences(saved, off) == []

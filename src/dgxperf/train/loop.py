@@ -191,8 +191,9 @@ def layer_depth(name: str, layers: int) -> int:
     return layers + 1
 
 
-# Fields that do not change what a run computes: a resumed run may set them differently.
-RESUME_FREE_FIELDS = ("profile_steps", "profile_after")
+# Fields that do not change what the training computes: a resumed run may set them differently
+# (ngram_fusion only adds a second model after the test evaluation).
+RESUME_FREE_FIELDS = ("profile_steps", "profile_after", "ngram_fusion")
 
 
 def config_differences(saved: Any, config: TrainConfig) -> list[str]:
