@@ -683,9 +683,11 @@ def train(
     from dgxperf.hw.fingerprint import collect_fingerprint
 
     summary = result["summary"]
+    fusion = result.get("ngram_fusion")
     line = (
-        f"{config.recipe}: test acc {summary['test_accuracy']:.4f}, "
-        f"{summary['samples_per_s'] or 0:.0f} samples/s"
+        f"{config.recipe}: test acc {summary['test_accuracy']:.4f}"
+        + (f" ({fusion['test']['accuracy']:.4f} with n-grams)" if fusion else "")
+        + f", {summary['samples_per_s'] or 0:.0f} samples/s"
         + (f", MFU {summary['mfu']:.1%}" if summary.get("mfu") else "")
     )
     result["run_id"] = save_run("train", result, collect_fingerprint(), "ok", line)

@@ -225,6 +225,10 @@ def test_two_processes_with_torchrun_and_gloo(tmp_path: Path) -> None:
     losses = [s["loss"] for s in records(out, "step")]
     assert sum(losses[:2]) > sum(losses[-2:])  # 24 steps of a global batch of 128: it learns
     assert "train" in cli("runs", "list", home=tmp_path).stdout
+    # the store's one-line summary gives the encoder's score and, beside it, the average with n-grams
+    (stored,) = json.loads(cli("runs", "list", "--json", home=tmp_path).stdout)
+    fused = data["ngram_fusion"]["test"]["accuracy"]
+    assert f"test acc {data['test']['accuracy']:.4f} ({fused:.4f} with n-grams)" in stored["summary"]
     # Each rank evaluates half the test reviews; the answers file holds all of them, in the split's order.
     answers = load_predictions(out)
     assert len(answers["predictions"]) == data["test"]["samples"] == 128 and -1 not in answers["predictions"]
