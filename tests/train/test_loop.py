@@ -58,7 +58,11 @@ def test_baseline_learns_and_reports(tmp_path: Path) -> None:
     # each answer's softmax, to average runs by confidence: it sums to 1 and its largest is the answer
     rows = answers["probabilities"]
     assert len(rows) == 64 and all(abs(sum(row) - 1) < 1e-4 for row in rows)
-    assert [max(range(2), key=row.__getitem__) for row in rows] == answers["predictions"]
+    # (rounding may tie a review the model all but tied: only clear answers are compared)
+    clear = [
+        (row, p) for row, p in zip(rows, answers["predictions"], strict=True) if abs(row[0] - row[1]) > 1e-5
+    ]
+    assert clear and all(max(range(2), key=row.__getitem__) == p for row, p in clear)
     # the same of the final model on dev, where a choice between models is made before test judges it
     dev = json.loads((tmp_path / "run" / "dev_predictions.json").read_text())
     assert dev["split"] == "dev" and len(dev["predictions"]) == len(dev["probabilities"]) == 64
