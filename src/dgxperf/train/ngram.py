@@ -1,10 +1,11 @@
 """A token n-gram model beside the encoder, and the two averaged (issue 4's accuracy line).
 
 On the default task a character 1-3-gram TF-IDF logistic regression scores about as well as a fine-tuned
-encoder (85.0-85.7% against 85.5%), and it errs elsewhere: over the 96 committed H200/H100 runs, each
-run's answers averaged with its softmax scored +0.72 points on held-out halves of the test split
-(scripts/experiments/fusion.py). So every run can fit one on its training split, in seconds on the CPU,
-and report the average of the two beside the encoder's own score.
+encoder (84.7-85.7% against 85.5%), and it errs elsewhere: over 101 committed H200/H100 runs, each run's
+answers averaged with its softmax scored +0.63 points on held-out halves of the test split
+(scripts/experiments/fusion.py), and the first five runs that averaged their own softmax in gained +0.46
+a run (docs/benchmarks/2026-12-06-h100-ngram-fusion/). So every run fits one on its training split, in
+seconds on the CPU, and reports the average of the two beside the encoder's own score.
 
 The n-grams are of the encoder's own tokens ([CLS] and [SEP] left out): with the character tokenizer,
 character n-grams of the text as the encoder sees it (truncated the same way, unseen characters as
