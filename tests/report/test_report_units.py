@@ -138,6 +138,14 @@ def test_recipe_table_carries_the_h200_numbers_and_run_ids() -> None:
     assert {row[0]: dict(zip(headers, row, strict=True)) for row in rows}["optimized"][
         "warm-up (s)"
     ] == "52.2"
+    # the run averaged with the n-gram model: its own column, beside the encoder's score; "—" without one
+    fused = copy.deepcopy(result)
+    fused["recipes"]["guide"]["ngram_fusion"] = {"weight": 0.3, "test_accuracy": 0.86521, "ngram_test_accuracy":
+                                                 0.8474, "difference": 0.0104, "p_value": 0.114}  # fmt: skip
+    _, rows = document.recipe_table(fused)
+    cells = {row[0]: dict(zip(headers, row, strict=True)) for row in rows}
+    assert cells["guide"]["test acc + n-grams"] == "86.52%" and cells["guide"]["test acc"] == "80.99%"
+    assert cells["optimized"]["test acc + n-grams"] == "—"
 
 
 def test_reports_render_every_section_and_stay_self_contained(tmp_path: Path) -> None:

@@ -71,6 +71,11 @@ def test_quick_mode_runs_every_phase_within_five_minutes(quick_run: dict[str, An
         run = data["recipes"][recipe]
         assert run["summary"]["samples_per_s"] > 0 and run["epochs"] and run["steps"]
         assert data["advice"][recipe]["samples"] >= 2  # the monitor recorded while it trained
+        # the n-gram model averaged in, in short: its score beside the encoder's, and their difference
+        fusion = run["ngram_fusion"]
+        assert fusion["test_accuracy"] == pytest.approx(
+            run["summary"]["test_accuracy"] + fusion["difference"]
+        )
     references = [r for r in data["ablation"] if r["vs_reference"] is None]
     assert {r["name"] for r in references} >= {"optimized", "guide"}
     assert all(r.get("samples_per_s") for r in data["ablation"])

@@ -91,7 +91,7 @@ def recipe_table(result: Mapping[str, Any]) -> Table:
             _num(memory / 1e9 if memory else None, "{:.1f}"),
             _num(s.get("dev_accuracy"), "{:.2%}"),
             _num(s.get("test_accuracy"), "{:.2%}") + _interval(s.get("test_accuracy_ci95")),
-            _num(((run.get("ngram_fusion") or {}).get("test") or {}).get("accuracy"), "{:.2%}"),
+            _num((run.get("ngram_fusion") or {}).get("test_accuracy"), "{:.2%}"),
             _ratio(rate.get(name), rate.get("baseline")),
             _ratio(rate.get(name), rate.get("guide")),
             f"#{run['run_id']}" if run.get("run_id") is not None else "—",

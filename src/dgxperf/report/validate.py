@@ -616,6 +616,7 @@ class Runner:
             ],
             "steps": _read_steps(out / "metrics.jsonl"),
             "shape_warmup": _warmup_summary(result.get("shape_warmup")),
+            "ngram_fusion": _fusion_summary(result.get("ngram_fusion")),
             "global_batch": result.get("global_batch"),
             "lr": result.get("lr"),
             "config": result.get("config"),
@@ -868,6 +869,20 @@ def _read_steps(path: Path, *, last_only: bool = False) -> list[dict[str, Any]]:
     """The per-step records of a run's metrics.jsonl (loss, rate, lr)."""
     keep = ("step", "epoch", "loss", "lr", "samples_per_s", "real_tokens_per_s", "mfu", "total_steps")
     return [{k: r.get(k) for k in keep} for r in read_metrics_records(path, "step", last_only=last_only)]
+
+
+def _fusion_summary(fusion: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the report shows of the run's average with the n-gram model (train/ngram.py), or None."""
+    if not fusion:
+        return None
+    paired = fusion["paired"]
+    return {
+        "weight": fusion["weight"],
+        "test_accuracy": fusion["test"]["accuracy"],
+        "ngram_test_accuracy": fusion["ngram"]["test_accuracy"],
+        "difference": paired["difference"],
+        "p_value": paired["p_value"],
+    }
 
 
 def _warmup_summary(warmup: Mapping[str, Any] | None) -> dict[str, Any] | None:
