@@ -375,3 +375,19 @@ def test_synthetic_fixed_length_task(tmp_path: Path) -> None:
     assert result["epochs"][0]["padding_share"] == 0.0  # fixed length: nothing to pad
     assert result["summary"]["steady_samples_per_s"] > 0
     assert result["ngram_fusion"] is None  # random labels: no n-gram model is fitted
+
+
+def test_the_n_gram_model_is_skipped_with_a_reason_above_its_token_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dgxperf.train import ngram
+
+    monkeypatch.setattr(ngram, "MAX_TRAIN_TOKENS", 1000)  # the 512 training reviews hold ~40,000
+    result = run(config("optimized", compile="false", precision="fp32", epochs="1"), tmp_path / "big")
+    assert result["ngram_fusion"] is None and result["test"]["samples"] == 64
+    assert "no n-gram model: the training split has" in capsys.readouterr().err
+    off = run(
+        config("optimized", compile="false", precision="fp32", epochs="1", ngram_fusion="false"),
+        tmp_path / "off",
+    )
+    assert off["ngram_fusion"] is None

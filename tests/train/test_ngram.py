@@ -146,3 +146,13 @@ def test_switching_the_n_gram_model_off_is_free_on_resume() -> None:
     saved = recipes.dataclasses.asdict(recipes.OPTIMIZED)
     off = recipes.apply_overrides(recipes.OPTIMIZED, {"ngram_fusion": "false"})
     assert off.ngram_fusion is False and config_differences(saved, off) == []
+
+
+def test_three_labels_as_clue_tasks_have_them() -> None:
+    rng = np.random.default_rng(2)
+    labels = (np.arange(150) % 3).tolist()
+    sequences = [[*rng.integers(20, 40, size=6).tolist(), 5 + y, 5 + y] for y in labels]
+    model = ngram.fit(split(sequences[:120], labels[:120]), num_labels=3, vocab_size=40)
+    probs = ngram.probabilities(model, split(sequences[120:], labels[120:]))
+    assert probs.shape == (30, 3) and np.allclose(probs.sum(1), 1)
+    assert probs.argmax(1).tolist() == labels[120:]

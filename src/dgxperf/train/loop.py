@@ -784,12 +784,17 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
     )
     if not context.is_main:
         return None
+    fusion = None
     # the synthetic task's labels are random: nothing for an n-gram model to find
-    fusion = (
-        ngram.report(task, dev_final["probabilities"], probabilities, predictions)
-        if config.ngram_fusion and config.task != "synthetic"
-        else None
-    )
+    if config.ngram_fusion and config.task != "synthetic":
+        if task.train.tokens <= ngram.MAX_TRAIN_TOKENS:
+            fusion = ngram.report(task, dev_final["probabilities"], probabilities, predictions)
+        else:
+            print(
+                f"no n-gram model: the training split has {task.train.tokens:,} tokens, over the "
+                f"{ngram.MAX_TRAIN_TOKENS:,} it is fitted in memory for (--set ngram_fusion=false says so up front)",
+                file=sys.stderr,
+            )
     steady = [h for h in history if not h["resumed_mid_epoch"]]
     final: dict[str, Any] = (steady or history)[-1] if history else {}
     peaks = [h["peak_memory_bytes"] for h in history if h["peak_memory_bytes"] is not None]
