@@ -73,6 +73,7 @@ def describe(folder: Path) -> dict[str, Any] | None:
     variant = {k: v for k, v in recipe_changes(result).items() if k not in NOT_A_VARIANT}
     epochs = result.get("epochs") or []
     pretrain = (result.get("init") or {}).get("pretrain") or {}
+    fusion = result.get("ngram_fusion") or {}
     return {
         "run": folder.name,
         "folder": str(folder),
@@ -90,8 +91,8 @@ def describe(folder: Path) -> dict[str, Any] | None:
         # ema_decay > 0: the average against the very weights it averaged, on the same test reviews
         "weight_average": average_effect(result.get("weight_average")),
         # the encoder averaged with the token n-gram model at the weight dev chose (runs from 2026-12-06)
-        "fused_test_accuracy": ((result.get("ngram_fusion") or {}).get("test") or {}).get("accuracy"),
-        "fusion_weight": (result.get("ngram_fusion") or {}).get("weight"),
+        "fused_test_accuracy": (fusion.get("test") or {}).get("accuracy"),
+        "fusion_weight": fusion.get("weight"),
         "bound": (result.get("profile") or {}).get("bound"),
         "real_tokens_per_s": [round(e["real_tokens_per_s"]) for e in epochs if e.get("real_tokens_per_s")],
         "mfu": [e.get("mfu") for e in epochs],

@@ -33,7 +33,7 @@ def test_tfidf_rows_are_scikit_learns_sublinear_unit_rows() -> None:
     rows, keys, counts = ngram._counts(train, base=20)
     unique, df = np.unique(keys, return_counts=True)
     idf = np.log((1 + 2) / (1 + df)) + 1
-    matrix = ngram._matrix(train, unique, idf, base=20).to_dense().numpy()
+    matrix = ngram._matrix((rows, keys, counts), len(train), unique, idf).to_dense().numpy()
     column = {int(k): i for i, k in enumerate(unique)}
     tf_10 = (1 + math.log(2)) * (math.log(3 / 3) + 1)  # in both examples: idf 1
     tf_11 = 1 * (math.log(3 / 2) + 1)

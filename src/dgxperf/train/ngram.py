@@ -87,16 +87,19 @@ def _counts(split: Any, base: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return rows[starts], keys[starts], counts
 
 
-def _matrix(split: Any, keys: np.ndarray, idf: np.ndarray, base: int) -> Any:
-    """The split's TF-IDF rows over the fitted vocabulary, as a sparse float64 tensor."""
+def _matrix(
+    counted: tuple[np.ndarray, np.ndarray, np.ndarray], size: int, keys: np.ndarray, idf: np.ndarray
+) -> Any:
+    """The TF-IDF rows of a split of ``size`` sequences (its :func:`_counts`) over the fitted vocabulary,
+    as a sparse float64 tensor."""
     import torch
 
-    rows, found, counts = _counts(split, base)
+    rows, found, counts = counted
     column = np.searchsorted(keys, found)
     known = (column < len(keys)) & (keys[np.minimum(column, len(keys) - 1)] == found)
     rows, column = rows[known], column[known]
     values = (1.0 + np.log(counts[known])) * idf[column]
-    norms = np.sqrt(np.bincount(rows, weights=values**2, minlength=len(split)))
+    norms = np.sqrt(np.bincount(rows, weights=values**2, minlength=size))
     values = values / np.where(norms > 0, norms, 1.0)[rows]
     index = torch.as_tensor(np.stack([rows, column]))
     # checked; torch 2.11 still warned that checks were "implicitly disabled" on every run (an H100,
@@ -104,7 +107,7 @@ def _matrix(split: Any, keys: np.ndarray, idf: np.ndarray, base: int) -> Any:
     # (which would no longer be true) is not printed
     with torch.sparse.check_sparse_tensor_invariants(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly disabled")
-        return torch.sparse_coo_tensor(index, torch.as_tensor(values), (len(split), len(keys))).coalesce()
+        return torch.sparse_coo_tensor(index, torch.as_tensor(values), (size, len(keys))).coalesce()
 
 
 def fit(split: Any, num_labels: int, vocab_size: int, *, max_iter: int = 300) -> NgramModel:
@@ -112,12 +115,12 @@ def fit(split: Any, num_labels: int, vocab_size: int, *, max_iter: int = 300) ->
     import torch
 
     base = vocab_size + 1
-    _, keys, _ = _counts(split, base)
-    unique, df = np.unique(keys, return_counts=True)
+    counted = _counts(split, base)  # once: it gives both the document frequencies and the rows
+    unique, df = np.unique(counted[1], return_counts=True)
     kept = unique[df >= MIN_DF]
     n = len(split)
     idf = np.log((1 + n) / (1 + df[df >= MIN_DF])) + 1.0
-    x = _matrix(split, kept, idf, base)
+    x = _matrix(counted, n, kept, idf)
     y = torch.as_tensor(np.asarray(split.labels, dtype=np.int64))
     weight = torch.zeros(len(kept), num_labels, dtype=torch.float64, requires_grad=True)
     bias = torch.zeros(num_labels, dtype=torch.float64, requires_grad=True)
@@ -141,22 +144,27 @@ def probabilities(model: NgramModel, split: Any) -> np.ndarray:
     """The regression's softmax for every sequence of ``split``, in its order."""
     import torch
 
-    x = _matrix(split, model.keys, model.idf, model.base)
+    x = _matrix(_counts(split, model.base), len(split), model.keys, model.idf)
     logits = torch.sparse.mm(x, torch.as_tensor(model.weight)) + torch.as_tensor(model.bias)
     return np.asarray(torch.softmax(logits, dim=-1).numpy())
+
+
+def average(encoder: np.ndarray, ngram: np.ndarray, weight: float) -> np.ndarray:
+    """The averaged softmax, ``weight`` of it the encoder's."""
+    return np.asarray(weight * encoder + (1 - weight) * ngram)
+
+
+def fuse(encoder: np.ndarray, ngram: np.ndarray, weight: float) -> np.ndarray:
+    """The averaged answers: the label of :func:`average`."""
+    return np.asarray(average(encoder, ngram, weight).argmax(1))
 
 
 def choose_weight(encoder: np.ndarray, ngram: np.ndarray, gold: np.ndarray) -> float:
     """The encoder's share of the average that scores best on these (dev) examples; ties go to the
     larger share, so the n-gram model only gets weight it earns."""
-    scores = [float(np.mean((w * encoder + (1 - w) * ngram).argmax(1) == gold)) for w in WEIGHTS]
+    scores = [_accuracy(average(encoder, ngram, w), gold) for w in WEIGHTS]
     best = max(scores)
     return max(w for w, s in zip(WEIGHTS, scores, strict=True) if s == best)
-
-
-def fuse(encoder: np.ndarray, ngram: np.ndarray, weight: float) -> np.ndarray:
-    """The averaged answers: the label of ``weight * encoder + (1 - weight) * ngram``."""
-    return np.asarray((weight * encoder + (1 - weight) * ngram).argmax(1))
 
 
 def report(
@@ -179,7 +187,7 @@ def report(
     encoder_dev, encoder_test = np.asarray(dev_probabilities), np.asarray(test_probabilities)
     ngram_dev, ngram_test = probabilities(model, task.dev), probabilities(model, task.test)
     weight = choose_weight(encoder_dev, ngram_dev, dev_gold)
-    averaged = weight * encoder_test + (1 - weight) * ngram_test
+    averaged = average(encoder_test, ngram_test, weight)
     answers = averaged.argmax(1)
     test = scores(confusion(answers.tolist(), test_gold.tolist(), task.num_labels))
     gold_share = averaged[np.arange(len(test_gold)), test_gold]
@@ -192,9 +200,7 @@ def report(
             "test_accuracy": _accuracy(ngram_test, test_gold),
         },
         "weight": weight,
-        "dev_accuracy": float(np.mean(fuse(encoder_dev, ngram_dev, weight) == dev_gold))
-        if len(dev_gold)
-        else 0.0,
+        "dev_accuracy": _accuracy(average(encoder_dev, ngram_dev, weight), dev_gold),
         "test": test,
         "paired": paired_comparison(answers.tolist(), test_predictions, test_gold.tolist()),
     }
