@@ -2,8 +2,9 @@
 # The next device call, whichever card comes (docs/benchmarks/PENDING.md's rule; calls naming nvidia-h200
 # were given an H100 seven sessions running by 2026-12-06). The table (PENDING item 1): one 80-epoch masked-LM
 # encoder, the three recipes with seed 1, then more seeds while time is left. On an H200 that is issue 4's
-# table. On any other card the same runs at preset large add to the accuracy tally, baseline and guide first
-# (PENDING item 2); the encoder lives in /tmp/dgxperf-pretrain-large.
+# table. On any other card the same encoder serves PENDING item 2, R-Drop (--set rdrop_alpha=4) paired by
+# seed with the recipe as it is, `optimized` then `guide`; ITEM_LARGE=tally runs item 3 instead, more runs of
+# the recipes for the accuracy tally. That encoder lives in /tmp/dgxperf-pretrain-large.
 # ITEM=base runs the table's runs at preset base (12 x 768; done on an H100 on 2026-12-06,
 # docs/benchmarks/2026-12-06-h100-base-preset/), its encoder in /tmp/dgxperf-pretrain-base.
 # ITEM=graphs or ITEM=ablation runs instead the two measurements that need no encoder, done on an H100 on
@@ -34,12 +35,20 @@ if [[ "$item" == table || "$item" == base ]]; then
     preset=large keep=/tmp/dgxperf-pretrain-h200
     runs="optimized:1 guide:1 baseline:1 optimized:2 guide:2 optimized:3 guide:3 baseline:2"
   else
-    echo "== ${card:-no GPU named}: more large runs for the accuracy tally (PENDING item 2; item 1 needs an H200)"
     preset=large keep=/tmp/dgxperf-pretrain-large
-    # baseline and guide have the fewest runs in the tally. On an H100 a fine-tune from an encoder takes
-    # ~250 s (baseline), ~100 s (guide), ~50 s (optimized): call 2 runs baseline 1, guide 1-2 and optimized 2,
-    # call 3 the rest; a run that would not fit what is left of a call waits for the next (capture_seeds.sh)
-    runs="optimized:1 baseline:1 guide:1 guide:2 optimized:2 baseline:2 guide:3 optimized:3 baseline:3"
+    if [[ "${ITEM_LARGE:-rdrop}" == rdrop ]]; then
+      echo "== ${card:-no GPU named}: R-Drop paired with the recipe by seed (PENDING item 2; item 1 needs an H200)"
+      # each seed with and without, from one encoder; optimized first (~60 s a run on an H100, ~1.4-1.9x with
+      # R-Drop), then guide's pair; a run that would not fit what is left of a call waits for the next
+      runs="optimized:1 optimized:1:rdrop_alpha=4 optimized:2 optimized:2:rdrop_alpha=4 optimized:3"
+      runs+=" optimized:3:rdrop_alpha=4 guide:1 guide:1:rdrop_alpha=4 optimized:4 optimized:4:rdrop_alpha=4"
+    else  # ITEM_LARGE=tally
+      echo "== ${card:-no GPU named}: more large runs for the accuracy tally (PENDING item 3; item 1 needs an H200)"
+      # baseline and guide have the fewest runs in the tally. On an H100 a fine-tune from an encoder takes
+      # ~250 s (baseline), ~100 s (guide), ~50 s (optimized): call 2 runs baseline 1, guide 1-2 and optimized 2,
+      # call 3 the rest; a run that would not fit what is left of a call waits for the next (capture_seeds.sh)
+      runs="optimized:1 baseline:1 guide:1 guide:2 optimized:2 baseline:2 guide:3 optimized:3 baseline:3"
+    fi
   fi
   runs="${RUNS:-$runs}"
   # 540 s: 80 epochs took 442 s with start-up on the H200 (2026-12-04), before the held-out passes were added;

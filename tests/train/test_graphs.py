@@ -67,6 +67,19 @@ def test_the_graphed_step_trains_exactly_as_the_eager_loop(tmp_path: Path) -> No
     assert graphed["shape_warmup"]["shapes"] == plain["shape_warmup"]["shapes"]
 
 
+def test_r_drop_trains_the_same_graphed_and_eager(tmp_path: Path) -> None:
+    """R-Drop's doubled rows and KL term run inside the recorded step as in the eager one, and the loss
+    logged stays the cross-entropy: the run learns, and its shape warm-up sent twice the rows."""
+    extra = {**FAST, "rdrop_alpha": "4"}
+    plain = run(config("optimized", cuda_graphs="false", **extra), tmp_path / "eager")
+    graphed = run(config("optimized", cuda_graphs="true", **extra), tmp_path / "graphed")
+    losses = [s["loss"] for s in records(tmp_path / "eager", "step")]
+    assert [s["loss"] for s in records(tmp_path / "graphed", "step")] == losses
+    assert graphed["test"] == plain["test"] and losses[-1] < losses[0]
+    assert graphed["config"]["rdrop_alpha"] == 4.0 and plain["recipe_changes"]["rdrop_alpha"] == 4.0
+    assert_valid("train", graphed)
+
+
 def test_a_graphed_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     """Resumed after epoch 1: the optimizer state comes from the checkpoint (not made afresh at step 0) and
     the learning rates from the schedule, so epoch 2 and the test come out as in the uninterrupted run."""

@@ -48,6 +48,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dgxperf.train import checkpoint
+from dgxperf.train.objective import classification_loss, copies
 from dgxperf.train.recipes import TrainConfig
 from dgxperf.train.warmup import Shape, release_cache, warm_shapes
 
@@ -126,7 +127,14 @@ class GraphedStep:
 
         began = time.perf_counter()
         with self._on_side_stream():
-            warmed = warm_shapes(self.model, shapes, self.context, self.autocast, keep_grads=True)
+            warmed = warm_shapes(
+                self.model,
+                shapes,
+                self.context,
+                self.autocast,
+                keep_grads=True,
+                copies=copies(self.config.rdrop_alpha),
+            )
             self.params = [p for p in self.model.parameters() if p.grad is not None]
             self.grads = [p.grad for p in self.params]
             for shape in shapes:
@@ -214,16 +222,23 @@ class GraphedStep:
 
     # -- the step ---------------------------------------------------------------------------------------
 
+    def _forward(self, ids: Any, mask: Any) -> Any:
+        with self.autocast():
+            return self.model(ids, mask)
+
     def _step(self, static: StaticBatch) -> Any:
         import torch
 
         torch._foreach_zero_(self.grads)
-        with self.autocast():
-            logits = self.model(static.ids, static.mask)
-        loss = torch.nn.functional.cross_entropy(
-            logits.float(), static.labels, label_smoothing=self.config.label_smoothing
+        objective, loss = classification_loss(
+            self._forward,
+            static.ids,
+            static.mask,
+            static.labels,
+            label_smoothing=self.config.label_smoothing,
+            rdrop_alpha=self.config.rdrop_alpha,
         )
-        loss.backward()
+        objective.backward()
         if self.config.clip_grad_norm:
             torch.nn.utils.clip_grad_norm_(self.params, self.config.clip_grad_norm)
         self.optimizer.step()

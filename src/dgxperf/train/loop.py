@@ -25,6 +25,7 @@ from dgxperf.train.ema import WeightAverage
 from dgxperf.train.flops import flops_for_batch
 from dgxperf.train.graphs import CaptureError, GraphedStep
 from dgxperf.train.metrics import ThroughputMeter, paired_comparison, scores, wilson_interval
+from dgxperf.train.objective import classification_loss, copies
 from dgxperf.train.paired import DEV_PREDICTIONS_FILE, PREDICTIONS_FILE, write_predictions
 from dgxperf.train.recipes import RecipeError, TrainConfig, changes_from_recipe, for_world
 from dgxperf.train.trace import StepProfiler
@@ -517,7 +518,12 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
                 ) from exc
         else:
             warmed = warm_shapes(
-                model, shapes, context, lambda: autocast(config, context), passes=passes_per_shape(config)
+                model,
+                shapes,
+                context,
+                lambda: autocast(config, context),
+                passes=passes_per_shape(config),
+                copies=copies(config.rdrop_alpha),
             )
 
     def save_checkpoint() -> None:
@@ -546,6 +552,10 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
         else None
     )
 
+    def forward(ids: Any, mask: Any) -> Any:
+        with autocast(config, context):
+            return model(ids, mask)
+
     def backward(ids: Any, mask: Any, labels: Any, *, group: int, last: bool) -> Any:
         """One micro-batch's forward and backward (the eager step); returns its unscaled loss."""
         skip_allreduce = context.distributed and config.no_sync and not last
@@ -553,12 +563,15 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
             core.set_requires_gradient_sync(not skip_allreduce)
         sync_ctx = ddp.no_sync() if skip_allreduce and ddp is not None else contextlib.nullcontext()
         with sync_ctx:
-            with autocast(config, context):
-                logits = model(ids, mask)
-            loss = torch.nn.functional.cross_entropy(
-                logits.float(), labels, label_smoothing=config.label_smoothing
+            objective, loss = classification_loss(
+                forward,
+                ids,
+                mask,
+                labels,
+                label_smoothing=config.label_smoothing,
+                rdrop_alpha=config.rdrop_alpha,
             )
-            scaled = loss / group
+            scaled = objective / group
             (scaler.scale(scaled) if scaler is not None else scaled).backward()
         return loss
 
@@ -575,6 +588,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
             optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
+    passes = copies(config.rdrop_alpha)
     while epoch < config.epochs and step < total_steps:
         sampler.set_epoch(epoch)
         meter = ThroughputMeter(
@@ -619,7 +633,8 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
                     samples=len(lengths),
                     real_tokens=flops.real_tokens,
                     padded_tokens=flops.padded_tokens,
-                    useful_flops=flops.useful,
+                    # R-Drop runs each row twice: the GPU's work, which MFU measures, doubles
+                    useful_flops=flops.useful * passes,
                 )
                 micro_in_epoch += 1
             if graphed is None:

@@ -102,6 +102,7 @@ class TrainConfig:
     clip_grad_norm: float | None = 1.0
     fused_optimizer: bool = False
     label_smoothing: float = 0.0
+    rdrop_alpha: float = 0.0  # > 0: R-Drop, each row twice under dropout with a KL term (train/objective.py)
     ema_decay: float = 0.0  # > 0: dev and test score an average of the weights (train/ema.py)
     # a token 1-3-gram regression fitted beside the encoder and averaged with it, reported apart from the
     # encoder's own test score (train/ngram.py)
@@ -249,6 +250,7 @@ class TrainConfig:
             ("ema_decay", 0 <= self.ema_decay < 1, "in [0, 1) (0: no weight average)"),
             ("reinit_layers", self.reinit_layers >= 0, "0 or more (0: keep every layer)"),
             ("label_smoothing", 0 <= self.label_smoothing < 1, "in [0, 1) (0: none)"),
+            ("rdrop_alpha", self.rdrop_alpha >= 0, "0 or more (0: no R-Drop)"),
             ("weight_decay", self.weight_decay >= 0, "0 or more"),
             ("beta1", 0 <= self.beta1 < 1, "in [0, 1)"),
             ("beta2", 0 <= self.beta2 < 1, "in [0, 1)"),
