@@ -408,3 +408,70 @@ def test_encoder_n_with_n_grams_the_readme_quotes() -> None:
         for recipe in OWN_SETTINGS
     }
     assert by_recipe == {"optimized": 86.0, "guide": 86.64, "baseline": 86.52}
+
+
+# Encoder O (2026-12-06-h100-rdrop): pretrained as the tally's, on an H100. Each seed ran with and without R-Drop
+# (rdrop_alpha=4); the plain runs extend the tally, the pairs are the README's. Seed -> (plain, R-Drop) test.
+ENCODER_O = "2026-12-06-h100-rdrop"
+O_PAIRS = {
+    "optimized-s1": (85.66, 85.83),
+    "optimized-s2": (85.25, 86.58),
+    "optimized-s3": (85.94, 86.06),
+    "optimized-s4": (85.43, 85.83),
+    "optimized-s5": (86.00, 86.29),
+    "guide-s1": (86.00, 86.18),
+}
+
+
+@functools.cache
+def encoder_o_result(folder: str) -> dict[str, Any]:
+    return json.loads((BENCH / ENCODER_O / folder / "result.json").read_text())
+
+
+def test_encoder_o_pairs_differ_only_in_r_drop_and_come_from_one_encoder() -> None:
+    pretrain = tally_pretraining(ENCODER_O)
+    identities = set()
+    for folder, (plain, rdrop) in O_PAIRS.items():
+        first, second = encoder_o_result(folder), encoder_o_result(f"{folder}-rdrop_alpha4")
+        assert (first["config"]["rdrop_alpha"], second["config"]["rdrop_alpha"]) == (0.0, 4.0), folder
+        differing = {k for k in first["config"] if first["config"][k] != second["config"][k]}
+        assert differing == {"rdrop_alpha"}, folder
+        for result in (first, second):
+            identity = result["init"]["pretrain"]
+            assert identity["final_loss"] == pretrain["final_loss"], folder
+            identities.add(identity["sha256"])
+            assert (result["global_batch"], result["lr"]) == pytest.approx(OWN_SETTINGS[result["recipe"]])
+            assert result["config"]["epochs"] == 3 and result["config"]["task"] == "chnsenticorp"
+        quoted = (round(100 * first["test"]["accuracy"], 2), round(100 * second["test"]["accuracy"], 2))
+        assert quoted == (plain, rdrop), folder
+    assert len(identities) == 1
+
+
+def test_encoder_o_r_drop_figures_the_readme_quotes() -> None:
+    optimized = {f: pair for f, pair in O_PAIRS.items() if f.startswith("optimized")}
+    gains = [rdrop - plain for plain, rdrop in optimized.values()]
+    assert round(statistics.fmean(gains), 2) == 0.46 and all(g > 0 for g in gains)
+    assert round(statistics.fmean(p for p, _ in optimized.values()), 2) == 85.66
+    assert round(statistics.fmean(r for _, r in optimized.values()), 2) == 86.12
+    assert all(rdrop > plain for plain, rdrop in O_PAIRS.values())
+    # the epoch's cost: about 1.77x on optimized's replayed step, nothing on guide's host-bound one
+    for folder, low, high in (("optimized-s1", 1.7, 1.85), ("guide-s1", 0.9, 1.05)):
+        plain, rdrop = encoder_o_result(folder), encoder_o_result(f"{folder}-rdrop_alpha4")
+        for a, b in zip(plain["epochs"], rdrop["epochs"], strict=True):
+            assert low < b["epoch_seconds"] / a["epoch_seconds"] < high, folder
+
+
+def test_the_tally_with_encoders_m_n_and_o(runs: list[dict[str, Any]]) -> None:
+    """The README and PENDING.md: the tally of plain runs with M's, N's and O's."""
+    extended = [
+        *runs,
+        *({"recipe": encoder_m_result(f)["recipe"], "accuracy": encoder_m_accuracy(f)}
+          for f in (*M_DEFAULTS, *M_GUIDE)),
+        *({"recipe": encoder_n_result(f)["recipe"], "accuracy": alone} for f, (alone, _) in N_QUOTED.items()),
+        *({"recipe": encoder_o_result(f)["recipe"], "accuracy": plain} for f, (plain, _) in O_PAIRS.items()),
+    ]  # fmt: skip
+    assert tally(extended) == {
+        "optimized": (26, 85.75, 12),
+        "guide": (12, 85.74, 5),
+        "baseline": (4, 85.43, 0),
+    }
