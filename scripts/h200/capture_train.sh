@@ -21,8 +21,9 @@ log="$OUT/log-$PHASE.txt"
   echo "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu,power.draw --format=csv,noheader)"
   python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
   if [[ "$PHASE" == synthetic ]]; then
+    # rdrop_alpha=0: the step as stock Hugging Face code runs it (one pass a row), ANCHORS' comparison
     common=(--recipe optimized --set task=synthetic --set synthetic_samples=32768 --set bucketing=false
-            --set padding=max --max-steps 60 --set log_every=5 --no-checkpoint --json)
+            --set rdrop_alpha=0 --set padding=max --max-steps 60 --set log_every=5 --no-checkpoint --json)
     IFS=';' read -ra variants <<< "$VARIANTS"
     for variant in "${variants[@]}"; do
       name=$(echo "$variant" | tr ' =' '_-')

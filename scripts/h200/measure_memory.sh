@@ -27,7 +27,7 @@ log="$OUT/log-memory.txt"
   while IFS='|' read -r name recipe fields; do
     [[ -z "$name" ]] && continue
     sets=(--set task=synthetic --set synthetic_samples=4096 --set padding=max --set bucketing=false
-          --set compile=false --set grad_accum=1 --set lr_reference_batch=none)
+          --set compile=false --set grad_accum=1 --set lr_reference_batch=none --set rdrop_alpha=0)
     for kv in $fields; do sets+=(--set "$kv"); done
     echo "== $name: $recipe $fields"
     python3 -m dgxperf train --recipe "$recipe" "${sets[@]}" --max-steps 4 --no-checkpoint --json \

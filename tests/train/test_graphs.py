@@ -70,13 +70,13 @@ def test_the_graphed_step_trains_exactly_as_the_eager_loop(tmp_path: Path) -> No
 def test_r_drop_trains_the_same_graphed_and_eager(tmp_path: Path) -> None:
     """R-Drop's doubled rows and KL term run inside the recorded step as in the eager one, and the loss
     logged stays the cross-entropy: the run learns, and its shape warm-up sent twice the rows."""
-    extra = {**FAST, "rdrop_alpha": "4"}
+    extra = {**FAST, "rdrop_alpha": "4"}  # the recipes' own since 2026-12-06, asked for here all the same
     plain = run(config("optimized", cuda_graphs="false", **extra), tmp_path / "eager")
     graphed = run(config("optimized", cuda_graphs="true", **extra), tmp_path / "graphed")
     losses = [s["loss"] for s in records(tmp_path / "eager", "step")]
     assert [s["loss"] for s in records(tmp_path / "graphed", "step")] == losses
     assert graphed["test"] == plain["test"] and losses[-1] < losses[0]
-    assert graphed["config"]["rdrop_alpha"] == 4.0 and plain["recipe_changes"]["rdrop_alpha"] == 4.0
+    assert graphed["config"]["rdrop_alpha"] == 4.0 and "rdrop_alpha" not in plain["recipe_changes"]
     assert_valid("train", graphed)
 
 
