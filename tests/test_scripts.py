@@ -277,6 +277,17 @@ def test_capture_seeds_holds_back_a_run_that_would_not_fit_what_the_call_has_lef
     assert (tmp_path / "ft" / "durations").read_text().splitlines()[-1] == "optimized 0"
 
 
+def test_capture_seeds_takes_expect_for_a_kind_this_machine_has_not_timed(tmp_path: Path) -> None:
+    """R-Drop's baseline (~450 s) started in a call with less left would be cut and its time lost."""
+    expect = {"EXPECT": "baseline@460 guide:rdrop_alpha=0@125", "END_S": "200"}
+    log = run_capture_seeds(tmp_path, "baseline:1 guide:1:rdrop_alpha=0", "guide 200\n", **expect)
+    assert "== baseline:1 not started: a baseline run is expected to take 460 s (EXPECT), " in log
+    assert "== guide seed 1 (rdrop_alpha=0)" in log  # its own guess fits; guide's timing is another kind's
+    # a kind this machine has timed goes by its timing, not by EXPECT
+    log = run_capture_seeds(tmp_path, "baseline:1", "baseline 100\n", **expect)
+    assert "not started" not in log and "== baseline seed 1" in log
+
+
 def test_capture_seeds_gives_a_long_kind_its_full_run_when_only_run_limit_s_bounds_it(tmp_path: Path) -> None:
     log = run_capture_seeds(tmp_path, "baseline:1", "baseline 295\n", RUN_LIMIT_S="300")
     assert "not started" not in log and "== baseline seed 1" in log

@@ -2,9 +2,9 @@
 # The next device call, whichever card comes (docs/benchmarks/PENDING.md's rule; calls naming nvidia-h200
 # were given an H100 seven sessions running by 2026-12-06). The table (PENDING item 1): one 80-epoch masked-LM
 # encoder, the three recipes with seed 1, then more seeds while time is left. On an H200 that is issue 4's
-# table. On any other card the same encoder serves PENDING item 2, R-Drop (--set rdrop_alpha=4) paired by
-# seed with the recipe as it is, `optimized` then `guide`; ITEM_LARGE=tally runs item 3 instead, more runs of
-# the recipes for the accuracy tally. That encoder lives in /tmp/dgxperf-pretrain-large.
+# table. On any other card the same runs at preset large add to the accuracy tally of the recipes with R-Drop
+# (PENDING item 2; R-Drop was paired by seed on 2026-12-06, docs/benchmarks/2026-12-06-h100-rdrop/); that
+# encoder lives in /tmp/dgxperf-pretrain-large.
 # ITEM=base runs the table's runs at preset base (12 x 768; done on an H100 on 2026-12-06,
 # docs/benchmarks/2026-12-06-h100-base-preset/), its encoder in /tmp/dgxperf-pretrain-base.
 # ITEM=graphs or ITEM=ablation runs instead the two measurements that need no encoder, done on an H100 on
@@ -35,26 +35,24 @@ if [[ "$item" == table || "$item" == base ]]; then
     preset=large keep=/tmp/dgxperf-pretrain-h200
     runs="optimized:1 guide:1 baseline:1 optimized:2 guide:2 optimized:3 guide:3 baseline:2"
   else
+    echo "== ${card:-no GPU named}: the recipes with R-Drop, for the accuracy tally (PENDING item 2; item 1 needs an H200)"
     preset=large keep=/tmp/dgxperf-pretrain-large
-    if [[ "${ITEM_LARGE:-rdrop}" == rdrop ]]; then
-      echo "== ${card:-no GPU named}: R-Drop paired with the recipe by seed (PENDING item 2; item 1 needs an H200)"
-      # each seed with and without, from one encoder; optimized first (~60 s a run on an H100, ~1.4-1.9x with
-      # R-Drop), then guide's pair; a run that would not fit what is left of a call waits for the next
-      runs="optimized:1 optimized:1:rdrop_alpha=4 optimized:2 optimized:2:rdrop_alpha=4 optimized:3"
-      runs+=" optimized:3:rdrop_alpha=4 guide:1 guide:1:rdrop_alpha=4 optimized:4 optimized:4:rdrop_alpha=4"
-    else  # ITEM_LARGE=tally
-      echo "== ${card:-no GPU named}: more large runs for the accuracy tally (PENDING item 3; item 1 needs an H200)"
-      # baseline and guide have the fewest runs in the tally. On an H100 a fine-tune from an encoder takes
-      # ~250 s (baseline), ~100 s (guide), ~50 s (optimized): call 2 runs baseline 1, guide 1-2 and optimized 2,
-      # call 3 the rest; a run that would not fit what is left of a call waits for the next (capture_seeds.sh)
-      runs="optimized:1 baseline:1 guide:1 guide:2 optimized:2 baseline:2 guide:3 optimized:3 baseline:3"
-    fi
+    # The recipes as they stand (R-Drop on since 2026-12-06), baseline and guide among the first: baseline has
+    # no run with R-Drop yet, guide one. On an H100 a fine-tune from an encoder takes ~450 s
+    # (baseline), ~120 s (guide), ~85 s (optimized): the pretraining call adds optimized 1, the next guide 1-2
+    # and optimized 2-3, the next baseline 1; `guide:N:rdrop_alpha=0` pairs fill what is left
+    runs="optimized:1 guide:1 baseline:1 optimized:2 guide:2 guide:1:rdrop_alpha=0 optimized:3 guide:2:rdrop_alpha=0"
+    runs+=" guide:3 baseline:2"
   fi
   runs="${RUNS:-$runs}"
   # 540 s: 80 epochs took 442 s with start-up on the H200 (2026-12-04), before the held-out passes were added;
   # a pretraining cut after epoch 79 would resume from epoch 60. Seed 1 of optimized may then wait a call.
   OUT=$OUT VALIDATE=no BUDGET_S=540 KEEP=$keep PRESET=$preset bash "$here/capture_table.sh"
-  OUT=$OUT KEEP_DONE=yes RUN_LIMIT_S=300 RUNS="$runs" ENCODER="$keep/$preset" SET="preset=$preset" \
+  # RUN_LIMIT_S 560: baseline with R-Drop takes ~450 s on an H100 (its fp32 step is GPU bound: twice the rows,
+  # ~1.8x the time). EXPECT: a kind's wall seconds before this machine has timed one, so no run is started that
+  # the call's end would cut (H100 figures, 2026-12-06-h100-rdrop; baseline's estimated from its 252 s plain)
+  OUT=$OUT KEEP_DONE=yes RUN_LIMIT_S=560 RUNS="$runs" ENCODER="$keep/$preset" SET="preset=$preset" \
+    EXPECT="baseline@460 guide@125 optimized@90 guide:rdrop_alpha=0@125 optimized:rdrop_alpha=0@70" \
     END_S=$((590 - SECONDS)) STOP_AFTER_S=$((500 - SECONDS)) bash "$here/capture_seeds.sh"
 elif [[ "$item" == graphs ]]; then
   echo "== ${card:-no GPU named}: the graphed step under the profiler, and the compile probe"

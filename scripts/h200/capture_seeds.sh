@@ -16,7 +16,8 @@
 # second (from this script's start) by which every run must have ended: a run gets the lesser of RUN_LIMIT_S
 # and what is left, and none starts with less than 30 s, so a call that pretrained first still returns.
 # A run is not started when a run of its recipe (and fields) took longer on this machine than is left before
-# END_S; the runs after it still start if they fit, and the next call takes it up.
+# END_S (or, not yet timed here, when EXPECT says it would); the runs after it still start if they fit, and
+# the next call takes it up.
 # KEEP_DONE=yes makes the script safe to repeat: runs that an earlier call finished from the same encoder
 # (by the sha256 of its pretrain.json) are kept and skipped. With capture_table.sh VALIDATE=no before it, one
 # command serves every call: it pretrains only if the machine has no encoder (a new machine: then the old
@@ -82,6 +83,11 @@ run_limit() {  # seconds a run may take now: RUN_LIMIT_S, or what is left before
 # a run that would not finish in what is left is not started, and shorter runs after it fill the time.
 durations="$WORK/durations"
 took() { awk -v k="$1" '$1 == k { s = $2 } END { if (s) print s }' "$durations" 2>/dev/null; }
+# EXPECT="KIND@SECONDS ..." (KIND as durations has it, recipe[:fields]) stands in for a kind not yet timed here.
+expected() {
+  local guess
+  for guess in ${EXPECT:-}; do [[ "${guess%@*}" == "$1" ]] && echo "${guess##*@}" && return; done
+}
 python3 -m dgxperf monitor --record "$OUT/monitor-seeds.jsonl" --quiet > "$OUT/monitor-seeds.log" 2>&1 &
 monitor=$!
 for run in $RUNS; do
@@ -100,10 +106,11 @@ for run in $RUNS; do
     break
   fi
   kind="$recipe${fields:+:$fields}"
-  needs="$(took "$kind")"
+  needs="$(took "$kind")" how="took ${needs} s here"
+  [[ -z "$needs" ]] && needs="$(expected "$kind")" how="is expected to take ${needs} s (EXPECT)"
   # only when the call's end is what limits it: a kind that took nearly RUN_LIMIT_S still gets a full run
   if [[ -n "$needs" ]] && (( limit < RUN_LIMIT_S && needs + 10 > limit )); then
-    echo "== $run not started: a $kind run took ${needs} s here, ${limit} s are left (next call)"
+    echo "== $run not started: a $kind run $how, ${limit} s are left (next call)"
     continue
   fi
   echo "== $recipe seed $seed ${fields:+($fields) }$(date -u +%T) (limit ${limit} s)"
