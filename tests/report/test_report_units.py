@@ -88,6 +88,8 @@ def test_ablation_variants_follow_the_node_and_the_mode() -> None:
     one = {v.name for v in ablation_variants(plan())}
     assert "optimized - compile" in one and "optimized (repeat)" in one and "guide - DDP flags" not in one
     assert "optimized - CUDA graphs" in one
+    # R-Drop is there for accuracy; what its second pass costs each recipe is measured like any piece
+    assert {"optimized - R-Drop", "guide - R-Drop"} <= one
     eight = {v.name for v in ablation_variants(plan(gpu_count=8, gpus=8))}
     assert {"guide - DDP flags", "optimized - no_sync", "optimized + bf16 comm hook"} <= eight
     assert "optimized - CUDA graphs" not in eight  # eight processes would each run the eager step

@@ -105,6 +105,12 @@ ABLATION: tuple[Variant, ...] = (
         "eager step, every kernel launched from the host",
         one_gpu_only=True,
     ),
+    Variant(
+        "optimized - R-Drop",
+        "optimized",
+        {"rdrop_alpha": "0"},
+        "one pass a row: what R-Drop's second pass costs (it is there for accuracy, not speed)",
+    ),
     Variant("optimized (repeat)", "optimized", {}, "reference again, after its variants"),
     Variant("guide", "guide", {}, "reference: guide A's recipe"),
     Variant("guide + bf16", "guide", {"precision": "bf16"}, "bf16 autocast, no GradScaler"),
@@ -124,6 +130,7 @@ ABLATION: tuple[Variant, ...] = (
         "default DDP",
         True,
     ),
+    Variant("guide - R-Drop", "guide", {"rdrop_alpha": "0"}, "one pass a row: what R-Drop's second pass costs"),
     Variant("guide (repeat)", "guide", {}, "reference again, after its variants"),
 )
 
