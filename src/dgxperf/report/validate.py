@@ -130,7 +130,9 @@ ABLATION: tuple[Variant, ...] = (
         "default DDP",
         True,
     ),
-    Variant("guide - R-Drop", "guide", {"rdrop_alpha": "0"}, "one pass a row: what R-Drop's second pass costs"),
+    Variant(
+        "guide - R-Drop", "guide", {"rdrop_alpha": "0"}, "one pass a row: what R-Drop's second pass costs"
+    ),
     Variant("guide (repeat)", "guide", {}, "reference again, after its variants"),
 )
 
