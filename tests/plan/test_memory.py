@@ -509,6 +509,24 @@ def test_train_config_mapping_follows_the_recipes() -> None:
         pm.inputs_for_train_config({"precision": "int8"}, 3635)
 
 
+def test_r_drop_runs_are_estimated_with_their_doubled_rows() -> None:
+    """`guide` fine-tunes on an H100 with and without R-Drop (2026-12-06-h100-rdrop, eager step): each row
+    twice in one forward keeps twice the activations, and the estimate follows within 1%; counted once, it
+    would miss R-Drop's run by 30%."""
+    bench = Path(__file__).resolve().parents[2] / "docs" / "benchmarks" / "2026-12-06-h100-rdrop"
+    rows = [
+        json.loads((bench / run / "result.json").read_text()) for run in ("guide-s1", "guide-s1-rdrop_alpha4")
+    ]
+    assert [row["config"]["rdrop_alpha"] for row in rows] == [0.0, 4.0]
+    checked = pm.check_against_measurements(rows)
+    assert all(abs(error) < 1.5 for _, _, _, error in checked), checked
+    single = pm.inputs_for_train_config(
+        {**rows[1]["config"], "rdrop_alpha": 0.0}, rows[1]["model"]["vocab_size"]
+    )
+    assert pm.inputs_for_train_config(rows[1]["config"], rows[1]["model"]["vocab_size"]).micro_batch == 64
+    assert single.micro_batch == 32
+
+
 def test_check_against_measurements_reads_both_row_forms() -> None:
     config: dict[str, Any] = {
         "task": "synthetic",
