@@ -1,7 +1,9 @@
 """Training recipes: named, typed presets a user can print, diff and override field by field.
 
 Three recipes train the same model on the same data with the same learning hyper-parameters, so their
-speed and accuracy compare fairly (guide A §7's table):
+speed and accuracy compare fairly (guide A §7's table). What makes a from-scratch encoder learn here is one of
+those shared choices, not part of any recipe's speed: pre-LN blocks, a self-pretrained encoder (``init_from``)
+and, since 2026-12-06, R-Drop (``rdrop_alpha=4``, train/objective.py), which doubles the rows a step:
 
 - ``baseline``: plain PyTorch. fp32 with TF32 off, every batch padded to max_len, a DataLoader without
   workers or pinning, default DDP, no compile.
