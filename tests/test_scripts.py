@@ -291,3 +291,29 @@ def test_capture_seeds_takes_expect_for_a_kind_this_machine_has_not_timed(tmp_pa
 def test_capture_seeds_gives_a_long_kind_its_full_run_when_only_run_limit_s_bounds_it(tmp_path: Path) -> None:
     log = run_capture_seeds(tmp_path, "baseline:1", "baseline 295\n", RUN_LIMIT_S="300")
     assert "not started" not in log and "== baseline seed 1" in log
+
+
+def test_summarize_runs_draws_each_groups_curves_from_the_committed_r_drop_pairs(tmp_path: Path) -> None:
+    """`--curves`: dev accuracy by epoch and the logged loss, a mean per recipe and variant; the group means
+    are the runs' own (R-Drop's dev ends above the plain runs' on this encoder: +0.79 points at epoch 3)."""
+    import os
+    import statistics
+    import sys
+
+    module = summarize_runs_module()
+    folder = ROOT / "docs" / "benchmarks" / "2026-12-06-h100-rdrop"
+    runs = [r for child in sorted(folder.iterdir()) if child.is_dir() and (r := module.describe(child))]
+    groups: dict[str, list[float]] = {}
+    for run in runs:
+        groups.setdefault(module.group_label(run), []).append(run["dev_accuracy"][-1])
+    assert sorted(groups) == ["guide", "guide (rdrop_alpha=4.0)", "optimized", "optimized (rdrop_alpha=4.0)"]
+    gain = statistics.fmean(groups["optimized (rdrop_alpha=4.0)"]) - statistics.fmean(groups["optimized"])
+    assert round(100 * gain, 2) == 0.79
+    picture = tmp_path / "curves.png"
+    module.write_curves(runs, picture)
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    missing = subprocess.run(
+        [sys.executable, "scripts/h200/summarize_runs.py", str(folder), "--curves", str(tmp_path / "no" / "c.png")],
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )  # fmt: skip
+    assert missing.returncode == 2 and "no such folder for the curves" in missing.stderr

@@ -306,11 +306,64 @@ def markdown_table(runs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def group_label(run: dict[str, Any]) -> str:
+    fields = ",".join(f"{k}={v}" for k, v in run["variant"].items())
+    return run["recipe"] + (f" ({fields})" if fields else "")
+
+
+def write_curves(runs: list[dict[str, Any]], path: Path) -> None:
+    """Dev accuracy by epoch and the logged training loss by step, each run thin and each recipe-and-variant
+    group's mean thick: the curves issue 4 asks for beside the final figures."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
+        groups.setdefault(group_label(run), []).append(run)
+    fig, (dev_ax, loss_ax) = plt.subplots(1, 2, figsize=(11, 4))
+    for index, (label, group) in enumerate(sorted(groups.items())):
+        color = f"C{index % 10}"
+        devs = [[100 * d for d in r["dev_accuracy"] if d is not None] for r in group]
+        for dev in devs:
+            dev_ax.plot(range(1, len(dev) + 1), dev, color=color, alpha=0.3, linewidth=0.8)
+        longest = max(len(d) for d in devs)
+        mean = [statistics.fmean(d[e] for d in devs if len(d) > e) for e in range(longest)]
+        dev_ax.plot(
+            range(1, longest + 1),
+            mean,
+            color=color,
+            linewidth=2.2,
+            marker="o",
+            label=f"{label}, {len(group)}",
+        )
+        losses = [step_losses(Path(r["folder"])) for r in group]
+        for loss in losses:
+            loss_ax.plot(
+                sorted(loss), [loss[s] for s in sorted(loss)], color=color, alpha=0.25, linewidth=0.6
+            )
+        common = sorted(set.intersection(*(set(loss) for loss in losses))) if losses else []
+        loss_ax.plot(
+            common, [statistics.fmean(loss[s] for loss in losses) for s in common], color=color, linewidth=2
+        )
+    dev_ax.set(xlabel="epoch", ylabel="dev accuracy (%)", title="dev accuracy (thin: runs, thick: mean)")
+    dev_ax.xaxis.get_major_locator().set_params(integer=True)
+    loss_ax.set(xlabel="step", ylabel="training loss (cross-entropy)", title="logged training loss")
+    dev_ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("folders", nargs="+", type=Path)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--table", action="store_true", help="print issue 4's Markdown table of the runs")
+    parser.add_argument(
+        "--curves", type=Path, metavar="PNG", help="also draw dev accuracy and loss curves there"
+    )
     args = parser.parse_args()
     runs = []
     for folder in args.folders:
@@ -321,6 +374,11 @@ def main() -> int:
     if not runs:
         print("no finished runs (folders with a result.json) there", file=sys.stderr)
         return 2
+    if args.curves:
+        if not args.curves.parent.is_dir():
+            print(f"{args.curves.parent}: no such folder for the curves", file=sys.stderr)
+            return 2
+        write_curves(runs, args.curves)
     if args.table:
         print(markdown_table(runs))
         return 0
