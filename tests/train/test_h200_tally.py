@@ -352,8 +352,12 @@ N_QUOTED = {
 
 
 @functools.cache
-def encoder_n_result(folder: str) -> dict[str, Any]:
-    return json.loads((BENCH / ENCODER_N / folder / "result.json").read_text())
+def result_in(encoder_folder: str, run: str) -> dict[str, Any]:
+    """A run's result.json in a benchmark folder of one encoder (read once: several tests read each)."""
+    return dict(json.loads((BENCH / encoder_folder / run / "result.json").read_text()))
+
+
+encoder_n_result = functools.partial(result_in, ENCODER_N)
 
 
 def test_encoder_n_runs_are_tally_fine_tunes_from_one_eighty_epoch_single_character_encoder() -> None:
@@ -374,15 +378,24 @@ def test_encoder_n_runs_are_tally_fine_tunes_from_one_eighty_epoch_single_charac
     assert len(identities) == 1
 
 
-def test_the_tally_with_encoders_m_and_n(runs: list[dict[str, Any]]) -> None:
-    """The README, PENDING.md and encoder N's README: the tally with M's and N's default runs."""
+def with_h100_encoders(runs: list[dict[str, Any]], *, with_o: bool) -> list[dict[str, Any]]:
+    """The H200 list with the default runs of the H100 encoders M and N (and O's plain runs)."""
     extended = [
         *runs,
         *({"recipe": encoder_m_result(f)["recipe"], "accuracy": encoder_m_accuracy(f)}
           for f in (*M_DEFAULTS, *M_GUIDE)),
         *({"recipe": encoder_n_result(f)["recipe"], "accuracy": alone} for f, (alone, _) in N_QUOTED.items()),
     ]  # fmt: skip
-    assert tally(extended) == {
+    if with_o:  # defined below, with encoder O's own tests
+        extended += [
+            {"recipe": encoder_o_result(f)["recipe"], "accuracy": plain} for f, (plain, _) in O_PAIRS.items()
+        ]
+    return extended
+
+
+def test_the_tally_with_encoders_m_and_n(runs: list[dict[str, Any]]) -> None:
+    """The README, PENDING.md and encoder N's README: the tally with M's and N's default runs."""
+    assert tally(with_h100_encoders(runs, with_o=False)) == {
         "optimized": (21, 85.77, 11),
         "guide": (11, 85.72, 4),
         "baseline": (4, 85.43, 0),
@@ -423,9 +436,7 @@ O_PAIRS = {
 }
 
 
-@functools.cache
-def encoder_o_result(folder: str) -> dict[str, Any]:
-    return json.loads((BENCH / ENCODER_O / folder / "result.json").read_text())
+encoder_o_result = functools.partial(result_in, ENCODER_O)
 
 
 def test_encoder_o_pairs_differ_only_in_r_drop_and_come_from_one_encoder() -> None:
@@ -463,14 +474,7 @@ def test_encoder_o_r_drop_figures_the_readme_quotes() -> None:
 
 def test_the_tally_with_encoders_m_n_and_o(runs: list[dict[str, Any]]) -> None:
     """The README and PENDING.md: the tally of plain runs with M's, N's and O's."""
-    extended = [
-        *runs,
-        *({"recipe": encoder_m_result(f)["recipe"], "accuracy": encoder_m_accuracy(f)}
-          for f in (*M_DEFAULTS, *M_GUIDE)),
-        *({"recipe": encoder_n_result(f)["recipe"], "accuracy": alone} for f, (alone, _) in N_QUOTED.items()),
-        *({"recipe": encoder_o_result(f)["recipe"], "accuracy": plain} for f, (plain, _) in O_PAIRS.items()),
-    ]  # fmt: skip
-    assert tally(extended) == {
+    assert tally(with_h100_encoders(runs, with_o=True)) == {
         "optimized": (26, 85.75, 12),
         "guide": (12, 85.74, 5),
         "baseline": (4, 85.43, 0),
