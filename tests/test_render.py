@@ -67,3 +67,14 @@ def test_seeds_verdict_needs_the_interval_and_the_permutation_test_to_agree() ->
     five_a_side = compare_seed_groups([86.0, 86.1, 86.2, 86.05, 86.15], [84.0, 84.1, 84.2, 84.05, 84.15])
     assert five_a_side["p_value"] <= 0.05
     assert seeds_verdict(five_a_side) == "the groups differ by more than their seeds do"
+
+
+def test_train_view_says_when_r_drop_ran_each_row_twice() -> None:
+    result = json.loads(GUIDE_FROM_ENCODER.read_text())
+    assert "rdrop_alpha" not in result["config"]  # written before the field existed: nothing said
+    assert "R-Drop" not in rendered(result)
+    doubled = copy.deepcopy(result)
+    doubled["config"]["rdrop_alpha"] = 4.0
+    assert "lr 5e-05 — R-Drop, alpha 4 (each row twice a step)" in rendered(doubled)
+    doubled["config"]["rdrop_alpha"] = 0.0
+    assert "R-Drop" not in rendered(doubled)

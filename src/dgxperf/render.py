@@ -408,7 +408,7 @@ def render_train(console: Console, result: dict[str, Any]) -> None:
     console.print(
         f"[bold]dgxperf train[/] — recipe {result['recipe']} — preset {result['config']['preset']} "
         f"({model['params'] / 1e6:.1f}M params) — {world['world_size']} x {world.get('gpu') or world['device']} "
-        f"— global batch {result['global_batch']}, lr {result['lr']:.3g}",
+        f"— global batch {result['global_batch']}, lr {result['lr']:.3g}" + rdrop_note(result["config"]),
         highlight=False,
     )
     table = Table(title_justify="left")
@@ -451,6 +451,12 @@ def render_train(console: Console, result: dict[str, Any]) -> None:
     if profile:
         console.print(profile_line(profile), highlight=False)
     console.print(f"run folder: {result['out_dir']}", style="dim")
+
+
+def rdrop_note(config: Mapping[str, Any]) -> str:
+    """Why samples/s may be half what a reader expects: R-Drop sends each row through the model twice."""
+    alpha = config.get("rdrop_alpha") or 0  # absent from results written before the field existed
+    return f" — R-Drop, alpha {alpha:g} (each row twice a step)" if alpha > 0 else ""
 
 
 def fusion_line(fusion: dict[str, Any]) -> str:
