@@ -525,6 +525,10 @@ def test_r_drop_runs_are_estimated_with_their_doubled_rows() -> None:
     )
     assert pm.inputs_for_train_config(rows[1]["config"], rows[1]["model"]["vocab_size"]).micro_batch == 64
     assert single.micro_batch == 32
+    half = pm.inputs_for_train_config(
+        {**rows[1]["config"], "rdrop_share": 0.5}, rows[1]["model"]["vocab_size"]
+    )
+    assert half.micro_batch == 48  # 32 rows and every other one again
 
 
 def test_check_against_measurements_reads_both_row_forms() -> None:

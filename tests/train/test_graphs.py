@@ -67,16 +67,19 @@ def test_the_graphed_step_trains_exactly_as_the_eager_loop(tmp_path: Path) -> No
     assert graphed["shape_warmup"]["shapes"] == plain["shape_warmup"]["shapes"]
 
 
-def test_r_drop_trains_the_same_graphed_and_eager(tmp_path: Path) -> None:
-    """R-Drop's doubled rows and KL term run inside the recorded step as in the eager one, and the loss
-    logged stays the cross-entropy: the run learns, and its shape warm-up sent twice the rows."""
-    extra = {**FAST, "rdrop_alpha": "4"}  # the recipes' own since 2026-12-06, asked for here all the same
+@pytest.mark.parametrize("share", ["1", "0.5"])
+def test_r_drop_trains_the_same_graphed_and_eager(tmp_path: Path, share: str) -> None:
+    """R-Drop's second-pass rows (all, or every other one gathered on the device) and KL term run inside the
+    recorded step as in the eager one, and the loss logged stays the cross-entropy: the run learns."""
+    # rdrop_alpha=4: the recipes' own since 2026-12-06, asked for here all the same
+    extra = {**FAST, "rdrop_alpha": "4", "rdrop_share": share}
     plain = run(config("optimized", cuda_graphs="false", **extra), tmp_path / "eager")
     graphed = run(config("optimized", cuda_graphs="true", **extra), tmp_path / "graphed")
     losses = [s["loss"] for s in records(tmp_path / "eager", "step")]
     assert [s["loss"] for s in records(tmp_path / "graphed", "step")] == losses
     assert graphed["test"] == plain["test"] and losses[-1] < losses[0]
     assert graphed["config"]["rdrop_alpha"] == 4.0 and "rdrop_alpha" not in plain["recipe_changes"]
+    assert graphed["config"]["rdrop_share"] == float(share)
     assert_valid("train", graphed)
 
 

@@ -9,11 +9,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from dgxperf.train.objective import classification_loss, copies
+from dgxperf.train.objective import classification_loss, rows_through_model, second_pass_rows
 
 
-def test_r_drop_runs_each_row_twice_and_nothing_else_does() -> None:
-    assert copies(0.0) == 1 and copies(0.5) == 2 and copies(4.0) == 2
+def test_r_drop_runs_rows_twice_and_nothing_else_does() -> None:
+    assert [second_pass_rows(128, alpha) for alpha in (0.0, 0.5, 4.0)] == [0, 128, 128]
+    assert rows_through_model(128, 4.0) == 256 and rows_through_model(128, 0.0, 0.5) == 128
+    # a share of the rows: at least one, never more than the batch
+    assert [second_pass_rows(b, 4.0, 0.5) for b in (128, 7, 1)] == [64, 4, 1]
+    assert second_pass_rows(3, 4.0, 0.01) == 1 and rows_through_model(128, 4.0, 0.5) == 192
 
 
 def _recording(logits: torch.Tensor, seen: list[tuple[Any, Any]]) -> Any:
@@ -97,3 +101,24 @@ def test_the_kl_term_pulls_the_two_dropout_passes_together() -> None:
         return weight.clone()
 
     assert not torch.allclose(gradient(0.5), gradient(8.0))
+
+
+def test_a_share_of_the_rows_goes_through_twice_spread_over_the_batch() -> None:
+    """rdrop_share=0.5: rows 0, 2, 4, 6 of eight again (a bucketed batch may be sorted by length), their
+    cross-entropy in the mean, and the KL over those four pairs only."""
+    ids = torch.arange(8)[:, None].repeat(1, 3)
+    mask = torch.ones(8, 3, dtype=torch.bool)
+    labels = torch.tensor([0, 1, 1, 0, 1, 0, 0, 1])
+    torch.manual_seed(0)
+    logits = torch.randn(12, 2)
+    seen: list[tuple[Any, Any]] = []
+    objective, logged = classification_loss(
+        _recording(logits, seen), ids, mask, labels, rdrop_alpha=2.0, rdrop_share=0.5
+    )
+    ((sent_ids, sent_mask),) = seen
+    assert sent_ids[:, 0].tolist() == [0, 1, 2, 3, 4, 5, 6, 7, 0, 2, 4, 6] and sent_mask.shape == (12, 3)
+    pick = [0, 2, 4, 6]
+    ce = F.cross_entropy(logits, torch.cat((labels, labels[pick])))
+    p, q = F.log_softmax(logits[pick], dim=-1), F.log_softmax(logits[8:], dim=-1)
+    kl = (p.exp() * (p - q)).sum(dim=-1).mean() + (q.exp() * (q - p)).sum(dim=-1).mean()
+    assert torch.allclose(logged, ce) and torch.allclose(objective, ce + 2.0 / 4 * kl)

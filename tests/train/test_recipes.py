@@ -66,6 +66,7 @@ def test_lr_follows_the_batch_linearly_or_by_the_square_root() -> None:
         ("label_smoothing", "2", r"label_smoothing=2.0 must be in \[0, 1\)"),
         ("label_smoothing", "-0.1", r"label_smoothing=-0.1 must be in \[0, 1\)"),
         ("rdrop_alpha", "-1", r"rdrop_alpha=-1.0 must be 0 or more \(0: no R-Drop\)"),
+        ("rdrop_share", "0", r"rdrop_share=0.0 must be in \(0, 1\] \(1: every row twice\)"),
         ("weight_decay", "-0.01", "weight_decay=-0.01 must be 0 or more"),
         ("beta1", "1", r"beta1=1.0 must be in \[0, 1\)"),
         ("beta2", "1.5", r"beta2=1.5 must be in \[0, 1\)"),

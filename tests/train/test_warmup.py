@@ -60,9 +60,9 @@ def test_warm_shapes_runs_every_shape_the_given_number_of_times() -> None:
     assert seen == [(2, 8)] * 3 + [(3, 16)] * 3
     assert warmed["passes"] == 3 and warmed["shapes"] == [[2, 8, False], [3, 16, True]]
     assert all(p.grad is None for p in model.parameters())
-    seen.clear()  # R-Drop's step sends each row twice: the shapes the model will see are twice the rows
-    warm_shapes(model, shapes, context, contextlib.nullcontext, copies=2)
-    assert seen == [(4, 8), (6, 16)]
+    seen.clear()  # R-Drop's step sends rows twice: the shapes the model will see are the step's rows
+    warm_shapes(model, shapes, context, contextlib.nullcontext, rows=lambda batch: batch + (batch + 1) // 2)
+    assert seen == [(3, 8), (5, 16)]
 
 
 def test_warm_shapes_hands_the_cuda_cache_back_between_shapes(monkeypatch: pytest.MonkeyPatch) -> None:

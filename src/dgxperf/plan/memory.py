@@ -41,7 +41,7 @@ import types
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from dgxperf.train.objective import copies
+from dgxperf.train.objective import rows_through_model
 
 SCHEMA = "dgxperf.plan.memory/1"
 GIB = 1024**3
@@ -786,7 +786,7 @@ def inputs_for_train_config(
         "activation_checkpointing": False, "fsdp": False, "gradient_as_bucket_view": False,
         "bucket_cap_mb": 25, "dropout": 0.1, "attn_dropout": 0.1, "ln_fp32": False, "pooling": "cls",
         "grad_accum": 1, "eval_batch_size": 256, "task": "chnsenticorp", "padding": "max", "compile": False,
-        "rdrop_alpha": 0.0,
+        "rdrop_alpha": 0.0, "rdrop_share": 1.0,
     }  # fmt: skip
     fields = defaults | dict(config_fields)
     precision = _TRAIN_PRECISION.get(str(fields["precision"]))
@@ -802,8 +802,10 @@ def inputs_for_train_config(
     return MemoryInputs(
         shape=shape,
         seq_len=int(fields["max_len"]),
-        # R-Drop sends each row through the model twice, in one forward (train/objective.py)
-        micro_batch=int(fields["batch_size"]) * copies(float(fields["rdrop_alpha"])),
+        # R-Drop sends rows through the model a second time, in the same forward (train/objective.py)
+        micro_batch=rows_through_model(
+            int(fields["batch_size"]), float(fields["rdrop_alpha"]), float(fields["rdrop_share"])
+        ),
         precision=precision,
         optimizer="adamw",
         fused_optimizer=bool(fields["fused_optimizer"]),

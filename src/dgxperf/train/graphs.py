@@ -48,7 +48,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dgxperf.train import checkpoint
-from dgxperf.train.objective import classification_loss, copies
+from dgxperf.train.objective import classification_loss, rows_through_model
 from dgxperf.train.recipes import TrainConfig
 from dgxperf.train.warmup import Shape, release_cache, warm_shapes
 
@@ -133,7 +133,9 @@ class GraphedStep:
                 self.context,
                 self.autocast,
                 keep_grads=True,
-                copies=copies(self.config.rdrop_alpha),
+                rows=lambda batch: rows_through_model(
+                    batch, self.config.rdrop_alpha, self.config.rdrop_share
+                ),
             )
             self.params = [p for p in self.model.parameters() if p.grad is not None]
             self.grads = [p.grad for p in self.params]
@@ -237,6 +239,7 @@ class GraphedStep:
             static.labels,
             label_smoothing=self.config.label_smoothing,
             rdrop_alpha=self.config.rdrop_alpha,
+            rdrop_share=self.config.rdrop_share,
         )
         objective.backward()
         if self.config.clip_grad_norm:

@@ -25,7 +25,7 @@ from dgxperf.train.ema import WeightAverage
 from dgxperf.train.flops import flops_for_batch
 from dgxperf.train.graphs import CaptureError, GraphedStep
 from dgxperf.train.metrics import ThroughputMeter, paired_comparison, scores, wilson_interval
-from dgxperf.train.objective import classification_loss, copies
+from dgxperf.train.objective import classification_loss, rows_through_model
 from dgxperf.train.paired import DEV_PREDICTIONS_FILE, PREDICTIONS_FILE, write_predictions
 from dgxperf.train.recipes import RecipeError, TrainConfig, changes_from_recipe, for_world
 from dgxperf.train.trace import StepProfiler
@@ -500,6 +500,10 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
     log = _MetricsLog(options.out_dir / "metrics.jsonl", context.is_main)
     model.train()
     warmed = None
+
+    def model_rows(batch: int) -> int:  # what the model sees for a batch: R-Drop adds second-pass rows
+        return rows_through_model(batch, config.rdrop_alpha, config.rdrop_share)
+
     graphed = (
         GraphedStep(model, optimizer, config, context, lambda: autocast(config, context, cache_enabled=False))
         if config.cuda_graphs
@@ -523,7 +527,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
                 context,
                 lambda: autocast(config, context),
                 passes=passes_per_shape(config),
-                copies=copies(config.rdrop_alpha),
+                rows=model_rows,
             )
 
     def save_checkpoint() -> None:
@@ -570,6 +574,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
                 labels,
                 label_smoothing=config.label_smoothing,
                 rdrop_alpha=config.rdrop_alpha,
+                rdrop_share=config.rdrop_share,
             )
             scaled = objective / group
             (scaler.scale(scaled) if scaler is not None else scaled).backward()
@@ -588,7 +593,6 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
             optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    passes = copies(config.rdrop_alpha)
     while epoch < config.epochs and step < total_steps:
         sampler.set_epoch(epoch)
         meter = ThroughputMeter(
@@ -633,8 +637,8 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
                     samples=len(lengths),
                     real_tokens=flops.real_tokens,
                     padded_tokens=flops.padded_tokens,
-                    # R-Drop runs each row twice: the GPU's work, which MFU measures, doubles
-                    useful_flops=flops.useful * passes,
+                    # R-Drop runs rows twice: the GPU's work, which MFU measures, grows with them
+                    useful_flops=flops.useful * model_rows(len(lengths)) / len(lengths),
                 )
                 micro_in_epoch += 1
             if graphed is None:

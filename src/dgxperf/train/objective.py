@@ -7,6 +7,10 @@ symmetric KL divergence between the two softmaxes is added to their cross-entrop
 CE1 + CE2 + alpha/2 (KL12 + KL21), halved so that the logged loss stays a mean cross-entropy, comparable with
 a run without it (alpha as in the paper: 0.1-1 on GLUE; 4 in bert4keras's Chinese classification example).
 The model sees twice the rows a step, so a step costs about twice the compute.
+
+``rdrop_share`` < 1 sends only that share of each batch's rows through a second time, spread evenly over the
+batch (a length-bucketed batch may be sorted by length). The KL term is then a mean over fewer rows, an
+unbiased estimate of the same term, so alpha keeps its meaning; the step costs 1 + share times the compute.
 """
 
 from __future__ import annotations
@@ -15,9 +19,16 @@ from collections.abc import Callable
 from typing import Any
 
 
-def copies(rdrop_alpha: float) -> int:
-    """How many times each row goes through the model in one step."""
-    return 2 if rdrop_alpha > 0 else 1
+def second_pass_rows(batch: int, rdrop_alpha: float, rdrop_share: float = 1.0) -> int:
+    """How many of a batch's rows go through the model a second time (none without R-Drop)."""
+    if rdrop_alpha <= 0:
+        return 0
+    return min(batch, max(1, round(batch * rdrop_share)))
+
+
+def rows_through_model(batch: int, rdrop_alpha: float, rdrop_share: float = 1.0) -> int:
+    """The rows the model sees in one step for a batch of ``batch`` rows."""
+    return batch + second_pass_rows(batch, rdrop_alpha, rdrop_share)
 
 
 def classification_loss(
@@ -28,23 +39,32 @@ def classification_loss(
     *,
     label_smoothing: float = 0.0,
     rdrop_alpha: float = 0.0,
+    rdrop_share: float = 1.0,
 ) -> tuple[Any, Any]:
     """(the objective to differentiate, the cross-entropy to log). ``forward(ids, mask)`` returns logits;
-    it runs once, on twice the rows when R-Drop is on (one forward keeps one graph and one kernel per op)."""
+    it runs once, on the batch and its second-pass rows together (one forward keeps one graph and one kernel
+    per op)."""
     import torch
     import torch.nn.functional as F
 
-    if rdrop_alpha <= 0:
+    batch = int(ids.shape[0])
+    again = second_pass_rows(batch, rdrop_alpha, rdrop_share)
+    if again == 0:
         logits = forward(ids, mask)
         loss = F.cross_entropy(logits.float(), labels, label_smoothing=label_smoothing)
         return loss, loss
-    both = forward(torch.cat((ids, ids)), None if mask is None else torch.cat((mask, mask)))
-    first, second = both.float().chunk(2)
-    cross_entropy = (
-        F.cross_entropy(first, labels, label_smoothing=label_smoothing)
-        + F.cross_entropy(second, labels, label_smoothing=label_smoothing)
-    ) / 2
-    log_p, log_q = F.log_softmax(first, dim=-1), F.log_softmax(second, dim=-1)
+    if again == batch:  # every row: no gather
+        ids2, mask2, labels2 = ids, mask, labels
+    else:
+        pick = torch.arange(again, device=ids.device) * batch // again  # spread evenly over the batch
+        ids2, mask2, labels2 = ids[pick], None if mask is None else mask[pick], labels[pick]
+    both = forward(torch.cat((ids, ids2)), None if mask is None else torch.cat((mask, mask2)))
+    both = both.float()
+    first, second = both[:batch], both[batch:]
+    # the mean over both passes' rows; with every row twice, (CE1 + CE2) / 2
+    cross_entropy = F.cross_entropy(both, torch.cat((labels, labels2)), label_smoothing=label_smoothing)
+    paired = first if again == batch else first[pick]
+    log_p, log_q = F.log_softmax(paired, dim=-1), F.log_softmax(second, dim=-1)
     # kl_div(input, target) is KL(target || input); batchmean: summed over labels, averaged over rows
     both_ways = F.kl_div(log_p, log_q, reduction="batchmean", log_target=True) + F.kl_div(
         log_q, log_p, reduction="batchmean", log_target=True

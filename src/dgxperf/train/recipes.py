@@ -105,6 +105,7 @@ class TrainConfig:
     fused_optimizer: bool = False
     label_smoothing: float = 0.0
     rdrop_alpha: float = 0.0  # > 0: R-Drop, each row twice under dropout with a KL term (train/objective.py)
+    rdrop_share: float = 1.0  # with rdrop_alpha: the share of each batch's rows that go through twice
     ema_decay: float = 0.0  # > 0: dev and test score an average of the weights (train/ema.py)
     # a token 1-3-gram regression fitted beside the encoder and averaged with it, reported apart from the
     # encoder's own test score (train/ngram.py)
@@ -253,6 +254,7 @@ class TrainConfig:
             ("reinit_layers", self.reinit_layers >= 0, "0 or more (0: keep every layer)"),
             ("label_smoothing", 0 <= self.label_smoothing < 1, "in [0, 1) (0: none)"),
             ("rdrop_alpha", self.rdrop_alpha >= 0, "0 or more (0: no R-Drop)"),
+            ("rdrop_share", 0 < self.rdrop_share <= 1, "in (0, 1] (1: every row twice)"),
             ("weight_decay", self.weight_decay >= 0, "0 or more"),
             ("beta1", 0 <= self.beta1 < 1, "in [0, 1)"),
             ("beta2", 0 <= self.beta2 < 1, "in [0, 1)"),

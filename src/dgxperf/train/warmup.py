@@ -79,12 +79,12 @@ def warm_shapes(
     passes: int = 1,
     *,
     keep_grads: bool = False,
-    copies: int = 1,
+    rows: Callable[[int], int] | None = None,
 ) -> dict[str, Any]:
     """Run each shape through ``model`` ``passes`` times, forward and backward; leave every random generator
-    as it was, and no gradient (``keep_grads``: zeroed gradients, allocated once for a CUDA graph). With
-    ``copies`` > 1 the model sees that many times each shape's rows, as R-Drop's step does
-    (train/objective.py)."""
+    as it was, and no gradient (``keep_grads``: zeroed gradients, allocated once for a CUDA graph).
+    ``rows(batch)``: the rows the model sees for a batch, where the step adds some (R-Drop's second pass,
+    train/objective.py)."""
     import torch
 
     rng = checkpoint.rng_state()
@@ -93,15 +93,15 @@ def warm_shapes(
     for index, (batch, length, full) in enumerate(shape for shape in shapes for _ in range(passes)):
         if index and index % passes == 0:
             release_cache(context)
-        rows = batch * copies
-        ids = torch.full((rows, length), CLS_ID, dtype=torch.long, device=context.device)
+        seen = rows(batch) if rows is not None else batch
+        ids = torch.full((seen, length), CLS_ID, dtype=torch.long, device=context.device)
         mask = None
         if not full:  # the last position of each row is padding
-            mask = torch.ones(rows, length, dtype=torch.bool, device=context.device)
+            mask = torch.ones(seen, length, dtype=torch.bool, device=context.device)
             mask[:, -1] = False
         with autocast():
             logits = model(ids, mask)
-        labels = torch.zeros(rows, dtype=torch.long, device=context.device)
+        labels = torch.zeros(seen, dtype=torch.long, device=context.device)
         torch.nn.functional.cross_entropy(logits.float(), labels).backward()
     for param in model.parameters():
         if keep_grads and param.grad is not None:
