@@ -593,6 +593,9 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
             optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
+    # the last epoch's dev answers: the final weights', so that dev_predictions.json and the n-gram average's
+    # weight need no second pass over dev (a run resumed after its last epoch has none: dev is run again)
+    last_dev: dict[str, Any] | None = None
     while epoch < config.epochs and step < total_steps:
         sampler.set_epoch(epoch)
         meter = ThroughputMeter(
@@ -709,7 +712,16 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
         )  # before evaluation, which compiles its own
         totals = meter.totals()
         with averaged(average):
-            dev = evaluate(model, task.dev, config, context, model_config.num_labels, sharded=sharded)
+            dev = evaluate(
+                model,
+                task.dev,
+                config,
+                context,
+                model_config.num_labels,
+                sharded=sharded,
+                keep_predictions=True,
+            )
+        last_dev = {key: dev.pop(key) for key in ("predictions", "probabilities")}
         # The trained weights too: the average's effect measured on the very run that trained them, with
         # none of the noise of a second seed (two fine-tune seeds differ by up to 1.8 points).
         dev_unaveraged = (
@@ -762,7 +774,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
         test = evaluate(
             model, task.test, config, context, model_config.num_labels, sharded=sharded, keep_predictions=True
         )
-        dev_final = evaluate(
+        dev_final = last_dev or evaluate(
             model, task.dev, config, context, model_config.num_labels, sharded=sharded, keep_predictions=True
         )
     predictions = test.pop("predictions")
