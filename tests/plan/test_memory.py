@@ -531,6 +531,15 @@ def test_r_drop_runs_are_estimated_with_their_doubled_rows() -> None:
     assert half.micro_batch == 48  # 32 rows and every other one again
 
 
+def test_the_planners_r_drop_rows_agree_with_the_training_step() -> None:
+    from dgxperf.train.objective import rows_through_model
+
+    for batch in (1, 7, 32, 128):
+        for alpha in (0.0, 4.0):
+            for share in (0.01, 0.5, 0.99, 1.0):
+                assert pm.rows_per_step(batch, alpha, share) == rows_through_model(batch, alpha, share)
+
+
 def test_check_against_measurements_reads_both_row_forms() -> None:
     config: dict[str, Any] = {
         "task": "synthetic",

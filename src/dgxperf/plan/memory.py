@@ -41,8 +41,6 @@ import types
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from dgxperf.train.objective import rows_through_model
-
 SCHEMA = "dgxperf.plan.memory/1"
 GIB = 1024**3
 MIB = 1024**2
@@ -773,6 +771,15 @@ def estimate(inputs: MemoryInputs) -> MemoryEstimate:
 # -- from a dgxperf train configuration -----------------------------------------------------------------------
 
 
+def rows_per_step(batch: int, rdrop_alpha: float, rdrop_share: float) -> int:
+    """The rows the model sees for a batch: R-Drop sends a share of them through a second time, in the same
+    forward. Mirrors dgxperf.train.objective.rows_through_model (tests check they agree): plan is a
+    capability of its own and does not import train's internals."""
+    if rdrop_alpha <= 0:
+        return batch
+    return batch + min(batch, max(1, round(batch * rdrop_share)))
+
+
 _TRAIN_PRECISION = {"fp32": "fp32", "tf32": "tf32", "fp16": "amp-fp16", "bf16": "amp-bf16"}
 
 
@@ -803,7 +810,7 @@ def inputs_for_train_config(
         shape=shape,
         seq_len=int(fields["max_len"]),
         # R-Drop sends rows through the model a second time, in the same forward (train/objective.py)
-        micro_batch=rows_through_model(
+        micro_batch=rows_per_step(
             int(fields["batch_size"]), float(fields["rdrop_alpha"]), float(fields["rdrop_share"])
         ),
         precision=precision,
