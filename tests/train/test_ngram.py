@@ -70,7 +70,7 @@ def test_the_weight_is_chosen_on_dev_and_a_tie_keeps_the_encoder() -> None:
     # the encoder always wrong: every share under a half lets the n-gram model decide; the largest is kept
     assert ngram.choose_weight(wrong, right, gold) == 0.45
     assert ngram.choose_weight(right, right, gold) == 1.0  # equal everywhere: the encoder keeps it all
-    assert ngram.fuse(right, wrong, 0.75).tolist() == [0, 1, 0, 1]
+    assert ngram.average(right, wrong, 0.75).argmax(1).tolist() == [0, 1, 0, 1]
 
 
 def test_report_scores_the_average_against_the_encoder_alone() -> None:

@@ -154,11 +154,6 @@ def average(encoder: np.ndarray, ngram: np.ndarray, weight: float) -> np.ndarray
     return np.asarray(weight * encoder + (1 - weight) * ngram)
 
 
-def fuse(encoder: np.ndarray, ngram: np.ndarray, weight: float) -> np.ndarray:
-    """The averaged answers: the label of :func:`average`."""
-    return np.asarray(average(encoder, ngram, weight).argmax(1))
-
-
 def choose_weight(encoder: np.ndarray, ngram: np.ndarray, gold: np.ndarray) -> float:
     """The encoder's share of the average that scores best on these (dev) examples; ties go to the
     larger share, so the n-gram model only gets weight it earns."""
