@@ -31,8 +31,9 @@ def trace(
     ] = None,
     json_out: JsonFlag = False,
 ) -> None:
-    """Where the profiled steps' time went: step time, GPU busy share, launches, syncs, busiest ops and kernels."""
-    from dgxperf.render import profile_line
+    """Where the profiled steps' time went: step time, GPU busy share, launches, syncs, kernel time by class,
+    busiest ops and kernels."""
+    from dgxperf.render import KERNEL_CLASS_WORDS, profile_line
     from dgxperf.train.trace import TraceError, load_trace, summarize_trace
 
     try:
@@ -47,6 +48,15 @@ def trace(
         print_json(summary)
         return
     console.print(profile_line(summary), highlight=False)
+    if summary["kernel_classes"]:
+        classes = Table(title="kernel time by class", title_justify="left")
+        for column in ("class", "ms a step", "share"):
+            classes.add_column(column, justify="left" if column == "class" else "right")
+        for row in summary["kernel_classes"]:
+            classes.add_row(
+                KERNEL_CLASS_WORDS[row["class"]], f"{row['ms_per_step']:.3f}", f"{100 * row['share']:.1f}%"
+            )
+        console.print(classes)
     for title, rows, key in (
         ("busiest host operators (self time)", summary["top_cpu_ops"], "self_ms_per_step"),
         ("busiest kernels", summary["top_kernels"], "ms_per_step"),
@@ -62,6 +72,7 @@ def trace(
 
 
 def show_comparison(before: dict[str, Any], after: dict[str, Any], json_out: bool) -> None:
+    from dgxperf.render import KERNEL_CLASS_WORDS
     from dgxperf.train.trace import compare_summaries
 
     compared = compare_summaries(before, after)
@@ -78,6 +89,13 @@ def show_comparison(before: dict[str, Any], after: dict[str, Any], json_out: boo
     for row in compared["figures"]:
         table.add_row(row["figure"], shown(row["before"]), shown(row["after"]), shown(row["ratio"]))
     console.print(table)
+    if compared["kernel_classes"]:
+        classes = Table(title="kernel time by class (ms a step)", title_justify="left")
+        for column in ("class", "before", "after"):
+            classes.add_column(column, justify="left" if column == "class" else "right")
+        for row in compared["kernel_classes"]:
+            classes.add_row(KERNEL_CLASS_WORDS[row["class"]], shown(row["before"]), shown(row["after"]))
+        console.print(classes)
     ops = Table(title="busiest host operators (self time, ms a step)", title_justify="left")
     for column in ("name", "before", "after"):
         ops.add_column(column, justify="left" if column == "name" else "right")

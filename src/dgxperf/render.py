@@ -478,6 +478,14 @@ SYNC_WORDS = {
     "gpu": "the host waits for the GPU, which costs nothing while the GPU is the limit",
     "host": "each wait empties the GPU's queue before the next launch: find the read or copy that waits",
 }
+KERNEL_CLASS_WORDS = {
+    "gemm": "GEMMs",
+    "attention": "attention",
+    "elementwise": "elementwise and norms",
+    "copy": "copies and casts",
+    "optimizer": "optimizer",
+    "communication": "communication",
+}
 BOUND_WORDS = {
     "host": "host bound (the GPU waits for each launch: fewer or cheaper launches a step help)",
     "gpu": "GPU bound (the host runs ahead: the kernels themselves are the limit)",
@@ -517,6 +525,10 @@ def profile_line(profile: dict[str, Any]) -> str:
             f"{100 * fp32:.0f}% of kernel time in fp32 GEMMs on the CUDA cores (TF32 off: "
             "torch.backends.cuda.matmul.allow_tf32 = True, or bf16 autocast, puts them on the tensor cores)"
         )
+    classes = profile.get("kernel_classes") or []
+    if classes:
+        shares = ", ".join(f"{KERNEL_CLASS_WORDS[c['class']]} {100 * c['share']:.0f}%" for c in classes[:4])
+        parts.append(f"kernel time: {shares}")
     ops = profile.get("top_cpu_ops") or []
     if ops:
         parts.append(f"busiest host op {ops[0]['name']} ({ops[0]['self_ms_per_step']:.1f} ms a step)")

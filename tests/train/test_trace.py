@@ -385,3 +385,113 @@ def test_what_bounds_the_steps() -> None:
         "guide-s1-profile_steps10": "host",
         "optimized-s1-profile_steps10-batch_size256": "mixed",
     }
+
+
+@pytest.mark.parametrize(
+    ("kernel", "label"),
+    [  # names from the committed real traces (tests/data/train/profile/)
+        ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_bias_TNT", "gemm"),
+        (
+            "void cublasLt::splitKreduce_kernel<32, 16, int, float, __nv_bfloat16, float, __nv_bfloat16",
+            "gemm",
+        ),
+        ("void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>(cutlass_80_simt_sgemm", "gemm"),
+        ("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma", "gemm"),
+        ("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26_64x64x64_1x4x1", "attention"),
+        ("void cudnn::fusion::compute_dot_do_o_specialized<true, 64>(void const*, void const*", "attention"),
+        (
+            "fmha_cutlassB_f32_aligned_64x64_k64_dropout_sm80(PyTorchMemEffAttention::AttentionBackwardKernel",
+            "attention",
+        ),
+        (
+            "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous namespace)"
+            "::FusedOptimizerTensorListMetadata<4>",
+            "optimizer",
+        ),
+        (
+            "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::Tensor",
+            "copy",
+        ),
+        (
+            "void at::native::vectorized_elementwise_kernel<8, at::native::float16_copy_kernel_cuda(at::",
+            "copy",
+        ),
+        ("void at::native::(anonymous namespace)::CatArrayBatchedCopy_vectorized<at::native::", "copy"),
+        ("triton_poi_fused__to_copy_3", "copy"),
+        ("triton_per_fused__to_copy_add_native_dropout_native_layer_norm_view_5", "elementwise"),
+        ("triton_poi_fused_gelu_gelu_backward_view_4", "elementwise"),
+        (
+            "void at::native::reduce_kernel<128, 4, at::native::ReduceOp<float, at::native::func_wrapper_t",
+            "elementwise",
+        ),
+        ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "communication"),
+    ],
+)
+def test_kernels_are_classed_by_their_names(kernel: str, label: str) -> None:
+    from dgxperf.train.trace import kernel_class
+
+    assert kernel_class(kernel) == label
+
+
+def test_real_traces_say_what_the_gpus_time_went_to() -> None:
+    """The kernel classes of the committed real traces: the GPU-bound `optimized` step spends about half its
+    kernel time in GEMMs and a quarter in fused elementwise kernels and norms; `guide` an eighth in autocast's
+    copies and casts; `baseline` most of it in GEMMs (fp32 on the CUDA cores)."""
+    b256, guide = h200_profile("optimized-b256"), h200_profile("guide")
+    baseline = summarize_trace(load_trace(PROFILES / "h100-base-baseline.json.gz"))
+    graphed = summarize_trace(load_trace(PROFILES / "h100-optimized-graphed.json.gz"))
+
+    def shares(summary: dict[str, Any]) -> dict[str, float]:
+        return {c["class"]: c["share"] for c in summary["kernel_classes"]}
+
+    for summary in (b256, guide, baseline, graphed):
+        assert sum(shares(summary).values()) == pytest.approx(1, abs=1e-3)
+        ordered = [c["ms_per_step"] for c in summary["kernel_classes"]]
+        assert ordered == sorted(ordered, reverse=True)
+        assert summary["kernel_classes"][0]["class"] == "gemm"
+    assert 0.5 < shares(b256)["gemm"] < 0.6 and 0.25 < shares(b256)["elementwise"] < 0.3
+    assert 0.1 < shares(b256)["attention"] < 0.15
+    # the graphed step replays the same kernels: each is in the trace, classed as the eager step's are
+    assert 0.4 < shares(graphed)["gemm"] < 0.5 and shares(graphed)["elementwise"] > 0.25
+    assert shares(guide)["copy"] > 0.1 > shares(b256)["copy"]
+    assert shares(guide)["optimizer"] > 0.1  # GradScaler's unscale and the grad clip's foreach kernels
+    assert shares(baseline)["gemm"] > 0.8
+    assert "kernel time: GEMMs 55%, elementwise and norms 28%, attention 12%, optimizer 4%" in " ".join(
+        profile_line(b256 | {"trace": "x"}).split()
+    )
+    assert "kernel time" not in profile_line(
+        {"steps": 2, "step_ms": 10.0, "trace": "x", "kernel_classes": []}
+    )
+
+
+def test_kernel_classes_side_by_side_and_in_the_trace_command(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from dgxperf.cli import app
+    from dgxperf.train.trace import compare_summaries
+
+    before, after = h200_profile("optimized-b128"), h200_profile("optimized-b256")
+    rows = {row["class"]: row for row in compare_summaries(before, after)["kernel_classes"]}
+    assert rows["gemm"]["before"] < rows["gemm"]["after"]  # twice the rows a step
+    assert set(rows) == {c["class"] for c in before["kernel_classes"]} | {
+        c["class"] for c in after["kernel_classes"]
+    }
+    # a summary written before the field existed: no rows rather than a wrong zero
+    assert (
+        compare_summaries({k: v for k, v in before.items() if k != "kernel_classes"}, after)["kernel_classes"]
+        == []
+    )
+    # a class one trace lacks counts 0 there
+    no_copies = before | {"kernel_classes": [c for c in before["kernel_classes"] if c["class"] != "copy"]}
+    copies = {row["class"]: row for row in compare_summaries(no_copies, after)["kernel_classes"]}["copy"]
+    assert copies["before"] == 0.0 and copies["after"] > 0
+    runner = CliRunner()
+    path = str(PROFILES / "h200-optimized-b256.json.gz")
+    shown = runner.invoke(app, ["trace", path])
+    words = " ".join(shown.output.replace("│", " ").split())
+    assert shown.exit_code == 0 and "kernel time by class" in words and "GEMMs 46.164 54.6%" in words
+    both = runner.invoke(app, ["trace", str(PROFILES / "h200-optimized-b128.json.gz"), path])
+    words = " ".join(both.output.replace("│", " ").split())
+    assert (
+        both.exit_code == 0 and "kernel time by class (ms a step)" in words and "GEMMs 37.977 46.164" in words
+    )

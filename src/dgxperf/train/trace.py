@@ -21,6 +21,10 @@ Trace Analysis does, so it works on any PyTorch profiler trace (``dgxperf.train.
   or a copy from unpinned memory, which waits for the work before it (free when the step is GPU bound);
 - ``fp32_gemm_share``: the share of the steps' kernel time in fp32 GEMMs on the CUDA cores rather than the
   tensor cores (:func:`is_fp32_gemm`): TF32 off and no autocast, as `baseline` runs;
+- ``kernel_classes``: the steps' kernel time by what the kernels do (:func:`kernel_class`: GEMMs, attention,
+  elementwise and norms, copies and casts, optimizer, communication), largest first, each in ms a step and
+  as a share of the kernel time. On a GPU-bound step it says what the GPU's time went to, and so which lever
+  is left (as Holistic Trace Analysis's kernel breakdown does);
 - ``top_cpu_ops`` and ``top_kernels``: self time per step of the host's operators, time per step of the
   GPU's kernels.
 
@@ -98,6 +102,42 @@ def is_fp32_gemm(name: str) -> bool:
         and "tf32" not in lower
         and any(k in lower for k in ("sgemm", "ffma", "f32f32_f32f32"))
     )
+
+
+# (class, words any of which in a kernel's lower-cased name puts it there), tried in this order: an attention
+# kernel's name can hold "gemm" (wgmma), a cast's "copy", so the narrower classes come first
+KERNEL_CLASSES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("communication", ("nccl",)),
+    ("attention", ("fmha", "flash", "sdpa", "attention", "cudnn::fusion")),
+    # the fused optimizer, and the foreach kernels of grad clipping and GradScaler's unscale
+    ("optimizer", ("multi_tensor_apply", "fusedoptim", "fused_adam")),
+    ("gemm", ("gemm", "nvjet", "cutlass", "splitkreduce", "xmma")),
+    ("copy", ("copy_kernel", "direct_copy", "batchedcopy", "fillfunctor")),
+)
+_PURE_CAST = re.compile(r"^triton_\w+_fused__to_copy_\d+$")  # an Inductor kernel that only casts
+
+
+def kernel_class(name: str) -> str:
+    """What a kernel does, from its name: ``communication``, ``attention``, ``optimizer``, ``gemm``,
+    ``copy`` (copies, casts and fills), else ``elementwise`` (activations, dropout, norms, reductions,
+    Inductor's fused kernels). Names as cuBLAS (``nvjet_*``, ``*gemm*``), cuDNN's and PyTorch's attention,
+    ATen and Inductor (``triton_*``) give them; the real traces' kernels are classed in tests/train/."""
+    lower = name.lower()
+    for label, words in KERNEL_CLASSES:
+        if any(word in lower for word in words):
+            return label
+    return "copy" if _PURE_CAST.match(lower) else "elementwise"
+
+
+def _class_times(kernel_time: dict[str, float], steps: int) -> list[dict[str, Any]]:
+    by_class: dict[str, float] = defaultdict(float)
+    for name, us in kernel_time.items():
+        by_class[kernel_class(name)] += us
+    total = sum(by_class.values())
+    return [
+        {"class": label, "ms_per_step": round(us / 1e3 / steps, 3), "share": round(us / total, 4)}
+        for label, us in sorted(by_class.items(), key=lambda item: -item[1])
+    ]
 
 
 def _op_name(name: str) -> str:
@@ -204,6 +244,7 @@ def summarize_trace(trace: dict[str, Any], drop_last: bool = False) -> dict[str,
         else None,
         "sync_ms_per_step": round(sync_us / 1e3 / count, 3) if api else None,
         "fp32_gemm_share": round(fp32_gemm_us / kernel_us, 4) if kernel_us else None,
+        "kernel_classes": _class_times(kernel_time, count) if kernel_us else [],
         "top_cpu_ops": [
             {"name": name[:120], "self_ms_per_step": round(us / 1e3 / count, 3)}
             for name, us in sorted(self_times.items(), key=lambda item: -item[1])[:TOP]
@@ -306,4 +347,17 @@ def compare_summaries(before: dict[str, Any], after: dict[str, Any]) -> dict[str
         set(ops_before) | set(ops_after), key=lambda n: -max(ops_before.get(n, 0), ops_after.get(n, 0))
     )
     ops = [{"name": n, "before": ops_before.get(n), "after": ops_after.get(n)} for n in names]
-    return {"figures": figures, "top_cpu_ops": ops}
+    return {"figures": figures, "kernel_classes": _compare_classes(before, after), "top_cpu_ops": ops}
+
+
+def _compare_classes(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each kernel class's ms a step in both, largest first; 0 where a trace ran none of that class. Empty
+    when either summary has no classes (written before the field existed)."""
+    ms_before = {c["class"]: c["ms_per_step"] for c in before.get("kernel_classes") or []}
+    ms_after = {c["class"]: c["ms_per_step"] for c in after.get("kernel_classes") or []}
+    if not ms_before or not ms_after:
+        return []
+    names = sorted(
+        set(ms_before) | set(ms_after), key=lambda n: -max(ms_before.get(n, 0), ms_after.get(n, 0))
+    )
+    return [{"class": n, "before": ms_before.get(n, 0.0), "after": ms_after.get(n, 0.0)} for n in names]
