@@ -3,7 +3,7 @@
 # were given an H100 seven sessions running by 2026-12-06). The table (PENDING item 1): one 80-epoch masked-LM
 # encoder, the three recipes with seed 1, then more seeds while time is left. On an H200 that is issue 4's
 # table. On any other card, at preset large: `optimized` with full R-Drop and at rdrop_share=0.5, paired by
-# seed (PENDING item 3; the recipes with R-Drop were first run on 2026-12-06,
+# seed (PENDING item 2; the recipes with R-Drop were first run on 2026-12-06,
 # docs/benchmarks/2026-12-06-h100-rdrop-recipes/); that encoder lives in /tmp/dgxperf-pretrain-large.
 # ITEM=base runs the table's runs at preset base (12 x 768; done on an H100 on 2026-12-06,
 # docs/benchmarks/2026-12-06-h100-base-preset/), its encoder in /tmp/dgxperf-pretrain-base.
@@ -33,20 +33,22 @@ if [[ "$item" == table || "$item" == base ]]; then
   elif [[ "$card" == *H200* ]]; then
     echo "== ${card}: the table (PENDING item 1)"
     preset=large keep=/tmp/dgxperf-pretrain-h200
-    # optimized at rdrop_share=0.5 (PENDING item 3): the H200's ratio with half R-Drop's cost, should full
+    # optimized at rdrop_share=0.5 (PENDING items 1-2): the H200's ratio with half R-Drop's cost, should full
     # R-Drop put it under 3x
     runs="optimized:1 guide:1 baseline:1 optimized:2 guide:2 optimized:1:rdrop_share=0.5 optimized:3 guide:3"
-    runs+=" baseline:2"
+    runs+=" baseline:2 optimized:1:profile_steps=10"
   else
-    echo "== ${card:-no GPU named}: R-Drop on half the rows, paired by seed (PENDING item 3; item 1 needs an H200)"
+    echo "== ${card:-no GPU named}: R-Drop on half the rows, paired by seed (PENDING item 2; item 1 needs an H200)"
     preset=large keep=/tmp/dgxperf-pretrain-large
     # optimized with full R-Drop (its recipe) and at rdrop_share=0.5, seed by seed from one encoder: the share is
     # the lever for the H200's 3x line should its accuracy hold (one pair so far, -0.69). On an H100 a fine-tune
     # takes ~65 s (either), baseline ~460 s: the pretraining call adds optimized 1, the next five or six pair
-    # runs, the next baseline 1 (the recipes with R-Drop have one baseline run) and what else fits
+    # runs, the next baseline 1 (the recipes with R-Drop have one baseline run) and what else fits. The profiled
+    # run: the R-Drop step's kernel time by class (dgxperf trace), and what the graphs' gradient zeroing costs
     runs="optimized:1 optimized:1:rdrop_share=0.5 optimized:2 optimized:2:rdrop_share=0.5 optimized:3"
     runs+=" optimized:3:rdrop_share=0.5 optimized:4 optimized:4:rdrop_share=0.5 baseline:1 optimized:5"
-    runs+=" optimized:5:rdrop_share=0.5 optimized:6 optimized:6:rdrop_share=0.5 guide:1 guide:2"
+    runs+=" optimized:5:rdrop_share=0.5 optimized:6 optimized:6:rdrop_share=0.5 optimized:1:profile_steps=10"
+    runs+=" guide:1 guide:2"
   fi
   runs="${RUNS:-$runs}"
   # 540 s: 80 epochs took 442 s with start-up on the H200 (2026-12-04), before the held-out passes were added;
