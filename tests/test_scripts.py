@@ -132,6 +132,21 @@ def test_summarize_runs_pairs_each_variant_with_its_nearest_reference() -> None:
     # memory: what the epochs allocated at their peak and what the card kept reserved (the recording's cost)
     h100 = summarize(str(ROOT / "docs/benchmarks/2026-12-05-h100-encoder-256")).stdout
     assert "test 86.18%" in h100 and "memory 20.4 GB peak, 64.1 GB reserved" in h100
+    # a profiled run repeats its seed under the profiler: reported with its profile, counted in no group
+    ablation = summarize(str(ROOT / "docs/benchmarks/2026-12-06-h100-graphs-ablation/graphs")).stdout
+    assert "optimized, encoder none: 1 run(s), test mean 52.02%" in ablation
+    profiled_line = (
+        r"optimized-s1-profile_steps10 +optimized seed 1 +test 52\.02% +samples/s \[1871\], profiled "
+        r"\(in no group, pair or table\): profile: 10 steps, 41\.7 ms a step, GPU bound"
+    )
+    assert re.search(profiled_line, ablation)
+    assert "vs optimized-s1-profile_steps10" not in ablation
+    assert (
+        "optimized-s1-profile_steps10"
+        not in summarize(
+            str(ROOT / "docs/benchmarks/2026-12-06-h100-graphs-ablation/graphs"), "--table"
+        ).stdout
+    )
     table = summarize(graphs, "--table").stdout
     # issue 4's table: per epoch seconds, samples/s and speed against guide of the same seed
     assert (

@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dgxperf.render import profile_line
 from dgxperf.report.validate import read_metrics_records
 from dgxperf.train import recipes
 from dgxperf.train.paired import PredictionsError, compare_runs, load_predictions
@@ -94,6 +95,9 @@ def describe(folder: Path) -> dict[str, Any] | None:
         "fused_test_accuracy": (fusion.get("test") or {}).get("accuracy"),
         "fusion_weight": fusion.get("weight"),
         "bound": (result.get("profile") or {}).get("bound"),
+        # steps under the profiler run slower, and the run repeats a seed: main() reports it apart
+        "profiled": bool(config.get("profile_steps")),
+        "profile": result.get("profile"),
         "real_tokens_per_s": [round(e["real_tokens_per_s"]) for e in epochs if e.get("real_tokens_per_s")],
         "mfu": [e.get("mfu") for e in epochs],
         "dev_accuracy": [e.get("dev_accuracy") for e in epochs],
@@ -374,6 +378,9 @@ def main() -> int:
     if not runs:
         print("no finished runs (folders with a result.json) there", file=sys.stderr)
         return 2
+    # a profiled run is its seed's run again, slowed by the profiler: counted in no group, pair or table
+    profiled = [r for r in runs if r["profiled"]]
+    runs = [r for r in runs if not r["profiled"]]
     if args.curves:
         if not args.curves.parent.is_dir():
             print(f"{args.curves.parent}: no such folder for the curves", file=sys.stderr)
@@ -384,8 +391,8 @@ def main() -> int:
         return 0
     paired = pairs(runs)
     if args.json:
-        print(json.dumps({"runs": runs, "pairs": paired, "changes": by_change(paired), "recipes": by_recipe(runs)},
-                         indent=1))  # fmt: skip
+        print(json.dumps({"runs": runs, "pairs": paired, "changes": by_change(paired), "recipes": by_recipe(runs),
+                          "profiled": profiled}, indent=1))  # fmt: skip
         return 0
     for r in runs:
         fields = ",".join(f"{k}={v}" for k, v in r["variant"].items()) or "-"
@@ -400,6 +407,10 @@ def main() -> int:
         )
         print(f"{r['run']:<48} {r['recipe']:<9} seed {r['seed']}  test {100 * r['test_accuracy']:.2f}%{fused}  "
               f"samples/s {r['samples_per_s']}  {fields}{memory if r['peak_memory_gb'] else ''}")  # fmt: skip
+    for r in profiled:
+        print(f"{r['run']:<48} {r['recipe']:<9} seed {r['seed']}  test {100 * r['test_accuracy']:.2f}%  "
+              f"samples/s {r['samples_per_s']}, profiled (in no group, pair or table): "
+              f"{profile_line(r['profile'] or {'error': 'no profile recorded'})}")  # fmt: skip
     averaged = [r for r in runs if r["weight_average"]]
     for r in averaged:
         a = r["weight_average"]
