@@ -44,11 +44,12 @@ if [[ "$item" == table || "$item" == base ]]; then
     # the lever for the H200's 3x line should its accuracy hold (one pair so far, -0.69). On an H100 a fine-tune
     # takes ~65 s (either), baseline ~460 s: the pretraining call adds optimized 1, the next five or six pair
     # runs, the next baseline 1 (the recipes with R-Drop have one baseline run) and what else fits. The profiled
-    # run: the R-Drop step's kernel time by class (dgxperf trace), and what the graphs' gradient zeroing costs
+    # run: the R-Drop step's kernel time by class (dgxperf trace), and what the graphs' gradient zeroing costs;
+    # graph_grads=pool: the same step without it (predicted +2-3% samples/s), paired by seed
     runs="optimized:1 optimized:1:rdrop_share=0.5 optimized:2 optimized:2:rdrop_share=0.5 optimized:3"
     runs+=" optimized:3:rdrop_share=0.5 optimized:4 optimized:4:rdrop_share=0.5 baseline:1 optimized:5"
     runs+=" optimized:5:rdrop_share=0.5 optimized:6 optimized:6:rdrop_share=0.5 optimized:1:profile_steps=10"
-    runs+=" guide:1 guide:2"
+    runs+=" optimized:1:graph_grads=pool optimized:2:graph_grads=pool guide:1 guide:2"
   fi
   runs="${RUNS:-$runs}"
   # 540 s: 80 epochs took 442 s with start-up on the H200 (2026-12-04), before the held-out passes were added;
@@ -57,8 +58,9 @@ if [[ "$item" == table || "$item" == base ]]; then
   # RUN_LIMIT_S 560: baseline with R-Drop takes ~450 s on an H100 (its fp32 step is GPU bound: twice the rows,
   # ~1.8x the time). EXPECT: a kind's wall seconds before this machine has timed one, so no run is started that
   # the call's end would cut (H100 figures with start-up, 2026-12-06-h100-rdrop-recipes' durations)
-  OUT=$OUT KEEP_DONE=yes RUN_LIMIT_S=560 RUNS="$runs" ENCODER="$keep/$preset" SET="preset=$preset" \
-    EXPECT="baseline@470 guide@125 optimized@90 optimized:rdrop_share=0.5@75" \
+  expect="baseline@470 guide@125 optimized@90 optimized:rdrop_share=0.5@75 optimized:graph_grads=pool@90"
+  expect+=" optimized:profile_steps=10@100"
+  OUT=$OUT KEEP_DONE=yes RUN_LIMIT_S=560 RUNS="$runs" ENCODER="$keep/$preset" SET="preset=$preset" EXPECT="$expect" \
     END_S=$((590 - SECONDS)) STOP_AFTER_S=$((500 - SECONDS)) bash "$here/capture_seeds.sh"
 elif [[ "$item" == graphs ]]; then
   echo "== ${card:-no GPU named}: the graphed step under the profiler, and the compile probe"

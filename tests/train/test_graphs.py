@@ -34,11 +34,13 @@ class _Context:
         pass
 
 
-def _small(pooling: str = "cls") -> tuple[Encoder, Any, Any, GraphedStep]:
+def _small(pooling: str = "cls", graph_grads: str = "fixed") -> tuple[Encoder, Any, Any, GraphedStep]:
     torch.manual_seed(0)
     shape = {"layers": 1, "hidden": 8, "heads": 2, "ffn": 16}
     model = Encoder(ModelConfig(vocab_size=40, num_labels=2, max_len=16, pooling=pooling, **shape))
-    cfg = recipes.apply_overrides(recipes.OPTIMIZED, {"cuda_graphs": "true", "compile": "false"})
+    cfg = recipes.apply_overrides(
+        recipes.OPTIMIZED, {"cuda_graphs": "true", "compile": "false", "graph_grads": graph_grads}
+    )
     optimizer = make_optimizer(model, cfg, 1e-2, _Context())  # type: ignore[arg-type]
     schedule = make_schedule(optimizer, cfg, total_steps=10)
     return model, optimizer, schedule, GraphedStep(model, optimizer, cfg, _Context(), contextlib.nullcontext)
@@ -65,6 +67,33 @@ def test_the_graphed_step_trains_exactly_as_the_eager_loop(tmp_path: Path) -> No
     assert plain["recipe_changes"]["cuda_graphs"] is False and "cuda_graphs" not in graphed["recipe_changes"]
     assert_valid("train", graphed)
     assert graphed["shape_warmup"]["shapes"] == plain["shape_warmup"]["shapes"]
+
+
+def test_gradients_written_afresh_in_the_pool_train_exactly_as_the_eager_loop(tmp_path: Path) -> None:
+    """graph_grads=pool drops the gradients before each step for backward to write, instead of zeroing
+    fixed ones and adding into them: the same sums, so the same loss at every logged step."""
+    extra = {**FAST, "rdrop_alpha": "4"}
+    plain = run(config("optimized", cuda_graphs="false", **extra), tmp_path / "eager")
+    pooled = run(config("optimized", cuda_graphs="true", graph_grads="pool", **extra), tmp_path / "pool")
+    losses = [s["loss"] for s in records(tmp_path / "eager", "step")]
+    assert [s["loss"] for s in records(tmp_path / "pool", "step")] == losses and losses[-1] < losses[0]
+    assert pooled["test"] == plain["test"] and pooled["recipe_changes"]["graph_grads"] == "pool"
+    assert_valid("train", pooled)
+
+
+def test_gradients_in_the_pool_are_not_kept_between_steps() -> None:
+    model, optimizer, _, graphed = _small(graph_grads="pool")
+    graphed.prepare([(2, 8, False), (3, 16, True)])
+    assert graphed.params and graphed.grads == []  # nothing allocated once to zero
+    assert all(p.grad is None for p in model.parameters())
+    states = [optimizer.state[p] for p in graphed.params]
+    assert states and all(float(s["step"]) == 0 for s in states)  # the rehearsal made the state all the same
+    ids, labels = torch.ones(2, 8, dtype=torch.long), torch.zeros(2, dtype=torch.long)
+    before = [p.detach().clone() for p in model.parameters()]
+    graphed(ids, torch.ones(2, 8, dtype=torch.bool), labels)
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))  # it stepped
+    with pytest.raises(recipes.RecipeError, match="graph_grads"):
+        recipes.apply_overrides(recipes.OPTIMIZED, {"graph_grads": "sometimes"})
 
 
 @pytest.mark.parametrize("share", ["1", "0.5"])

@@ -11,7 +11,13 @@ the optimizer step. For a replay to be that step again, everything it reads or w
 a fixed address outside the graphs' memory pool:
 
 - each batch shape has its own static input tensors; a batch is copied into them;
-- gradients are allocated once and zeroed inside the graph, never set to ``None``;
+- gradients (``graph_grads=fixed``, the default) are allocated once and zeroed inside the graph, never set
+  to ``None``, so backward adds each parameter's gradient into them: on an H100 the zeroing and those adds
+  (one kernel a parameter) were 2.1 ms of a ~68 ms step (``tests/data/train/profile/h100-optimized-graphed``).
+  With ``graph_grads=pool`` they are dropped before each recorded step instead, as PyTorch's whole-network
+  capture example does (``zero_grad(set_to_none=True)`` before the capture): backward hands its result to
+  each parameter as its gradient, and it lives in the graphs' pool like an activation, read by the clipping
+  and the optimizer inside the same replay and by nothing after it;
 - the optimizer is ``capturable`` and its learning rates are device tensors, refilled in place after
   every schedule step; its state is created before the first capture by a rehearsal of each shape's step at
   learning rate 0 (which moves no weight: weight decay scales by 1 - 0), and then put back (to step 0 for a
@@ -94,6 +100,7 @@ class GraphedStep:
         self.context = context
         self.autocast = autocast
         self.capture = bool(context.cuda)
+        self.grads_in_pool = config.graph_grads == "pool"
         self.stream: Any = torch.cuda.Stream(context.device) if self.capture else None
         self.pool: Any = None
         self.batches: dict[Shape, StaticBatch] = {}
@@ -138,7 +145,8 @@ class GraphedStep:
                 ),
             )
             self.params = [p for p in self.model.parameters() if p.grad is not None]
-            self.grads = [p.grad for p in self.params]
+            self.grads = [] if self.grads_in_pool else [p.grad for p in self.params]
+            self._reset_grads()
             for shape in shapes:
                 self.batches[shape] = self._static_batch(shape)
             self._rehearse([self.batches[shape] for shape in shapes])
@@ -148,6 +156,8 @@ class GraphedStep:
             reserved_before = torch.cuda.memory_reserved(self.context.device)
             for shape in capture_order(shapes):
                 self._capture(shape, self.batches[shape])
+            if self.grads_in_pool:
+                self._reset_grads()  # the last recording's gradients: its pool keeps their memory
             torch.cuda.current_stream(self.context.device).wait_stream(self.stream)
             self.capture_peak_bytes = torch.cuda.max_memory_allocated(self.context.device)
             self.capture_pool_bytes = torch.cuda.memory_reserved(self.context.device) - reserved_before
@@ -200,7 +210,7 @@ class GraphedStep:
                         value.copy_(kept_state[param][key])
                     else:
                         value.zero_()
-            torch._foreach_zero_(self.grads)
+        self._reset_grads()
         self.context.sync()
 
     def _capture(self, shape: Shape, static: StaticBatch) -> None:
@@ -228,10 +238,20 @@ class GraphedStep:
         with self.autocast():
             return self.model(ids, mask)
 
+    def _reset_grads(self) -> None:
+        """Before a step: zero the fixed gradients, or drop them for backward to write (``graph_grads``)."""
+        import torch
+
+        if self.grads_in_pool:
+            for param in self.params:
+                param.grad = None
+        else:
+            torch._foreach_zero_(self.grads)
+
     def _step(self, static: StaticBatch) -> Any:
         import torch
 
-        torch._foreach_zero_(self.grads)
+        self._reset_grads()
         objective, loss = classification_loss(
             self._forward,
             static.ids,

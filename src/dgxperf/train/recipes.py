@@ -130,6 +130,10 @@ class TrainConfig:
     # Inductor's C++ wrapper: the compiled graph's kernel calls run from generated C++, not Python
     compile_cpp_wrapper: bool = False
     cuda_graphs: bool = False  # the whole step recorded once per batch shape and replayed (train/graphs.py)
+    # with cuda_graphs: "fixed" gradients, allocated once and zeroed then added into inside each graph, or
+    # "pool": written afresh by each step's backward in the graphs' pool (no zeroing, no adds; no effect
+    # without cuda_graphs)
+    graph_grads: str = "fixed"
     activation_checkpointing: bool = False
     warm_shapes: bool = False  # one pass per batch shape before the clock starts (train/warmup.py)
     memory_fraction: float | None = None
@@ -166,6 +170,7 @@ class TrainConfig:
         choose("task", self.task, TASKS)
         choose("tokenizer", self.tokenizer, ("char", "wordpiece"))
         choose("compile_scope", self.compile_scope, ("blocks", "model"))
+        choose("graph_grads", self.graph_grads, ("fixed", "pool"))
         if self.compile_mode is not None:
             choose("compile_mode", self.compile_mode, COMPILE_MODES)
         choose("lr_scaling", self.lr_scaling, ("linear", "sqrt"))
