@@ -145,8 +145,9 @@ class GraphedStep:
                 ),
             )
             self.params = [p for p in self.model.parameters() if p.grad is not None]
-            self.grads = [] if self.grads_in_pool else [p.grad for p in self.params]
-            self._reset_grads()
+            self.grads = [] if self.grads_in_pool else [p.grad for p in self.params]  # zeroed by the warm-up
+            if self.grads_in_pool:
+                self._reset_grads()
             for shape in shapes:
                 self.batches[shape] = self._static_batch(shape)
             self._rehearse([self.batches[shape] for shape in shapes])

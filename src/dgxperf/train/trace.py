@@ -341,23 +341,22 @@ def compare_summaries(before: dict[str, Any], after: dict[str, Any]) -> dict[str
         a, b = before.get(key), after.get(key)
         ratio = round(b / a, 3) if isinstance(a, int | float) and isinstance(b, int | float) and a else None
         figures.append({"figure": key, "before": a, "after": b, "ratio": ratio})
-    ops_before = {op["name"]: op["self_ms_per_step"] for op in before.get("top_cpu_ops") or []}
-    ops_after = {op["name"]: op["self_ms_per_step"] for op in after.get("top_cpu_ops") or []}
-    names = sorted(
-        set(ops_before) | set(ops_after), key=lambda n: -max(ops_before.get(n, 0), ops_after.get(n, 0))
+    ops = _side_by_side(before, after, "top_cpu_ops", "name", "self_ms_per_step", missing=None)
+    # a class one trace ran none of is 0 there; a summary without classes (older) gives no rows at all
+    classes = (
+        _side_by_side(before, after, "kernel_classes", "class", "ms_per_step", missing=0.0)
+        if before.get("kernel_classes") and after.get("kernel_classes")
+        else []
     )
-    ops = [{"name": n, "before": ops_before.get(n), "after": ops_after.get(n)} for n in names]
-    return {"figures": figures, "kernel_classes": _compare_classes(before, after), "top_cpu_ops": ops}
+    return {"figures": figures, "kernel_classes": classes, "top_cpu_ops": ops}
 
 
-def _compare_classes(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each kernel class's ms a step in both, largest first; 0 where a trace ran none of that class. Empty
-    when either summary has no classes (written before the field existed)."""
-    ms_before = {c["class"]: c["ms_per_step"] for c in before.get("kernel_classes") or []}
-    ms_after = {c["class"]: c["ms_per_step"] for c in after.get("kernel_classes") or []}
-    if not ms_before or not ms_after:
-        return []
-    names = sorted(
-        set(ms_before) | set(ms_after), key=lambda n: -max(ms_before.get(n, 0), ms_after.get(n, 0))
-    )
-    return [{"class": n, "before": ms_before.get(n, 0.0), "after": ms_after.get(n, 0.0)} for n in names]
+def _side_by_side(
+    before: dict[str, Any], after: dict[str, Any], key: str, label: str, value: str, missing: float | None
+) -> list[dict[str, Any]]:
+    """The rows of both summaries' ``key`` list matched by ``label``, largest ``value`` first; ``missing``
+    where one summary has no such row."""
+    mine = {row[label]: row[value] for row in before.get(key) or []}
+    theirs = {row[label]: row[value] for row in after.get(key) or []}
+    names = sorted(set(mine) | set(theirs), key=lambda n: -max(mine.get(n, 0), theirs.get(n, 0)))
+    return [{label: n, "before": mine.get(n, missing), "after": theirs.get(n, missing)} for n in names]
