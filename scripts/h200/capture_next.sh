@@ -2,9 +2,8 @@
 # The next device call, whichever card comes (docs/benchmarks/PENDING.md's rule; calls naming nvidia-h200
 # were given an H100 seven sessions running by 2026-12-06). The table (PENDING item 1): one 80-epoch masked-LM
 # encoder, the three recipes with seed 1, then more seeds while time is left. On an H200 that is issue 4's
-# table. On any other card, at preset large: `optimized` with full R-Drop and at rdrop_share=0.5, paired by
-# seed (PENDING item 2; the recipes with R-Drop were first run on 2026-12-06,
-# docs/benchmarks/2026-12-06-h100-rdrop-recipes/); that encoder lives in /tmp/dgxperf-pretrain-large.
+# table. On any other card the same runs (PENDING item 2: the tally of the recipes as they now stand, and their
+# speed ratio on one more host); that encoder lives in /tmp/dgxperf-pretrain-large.
 # ITEM=base runs the table's runs at preset base (12 x 768; done on an H100 on 2026-12-06,
 # docs/benchmarks/2026-12-06-h100-base-preset/), its encoder in /tmp/dgxperf-pretrain-base.
 # ITEM=graphs or ITEM=ablation runs instead the two measurements that need no encoder, done on an H100 on
@@ -33,24 +32,17 @@ if [[ "$item" == table || "$item" == base ]]; then
   elif [[ "$card" == *H200* ]]; then
     echo "== ${card}: the table (PENDING item 1)"
     preset=large keep=/tmp/dgxperf-pretrain-h200
-    # optimized at rdrop_share=0.5 (PENDING items 1-2): the H200's ratio with half R-Drop's cost, should full
-    # R-Drop put it under 3x
-    runs="optimized:1 guide:1 baseline:1 optimized:2 guide:2 optimized:1:rdrop_share=0.5 optimized:3 guide:3"
-    runs+=" baseline:2 optimized:1:profile_steps=10"
   else
-    echo "== ${card:-no GPU named}: R-Drop on half the rows, paired by seed (PENDING item 2; item 1 needs an H200)"
+    echo "== ${card:-no GPU named}: the table's runs on this card (PENDING item 2; the table itself needs an H200)"
     preset=large keep=/tmp/dgxperf-pretrain-large
-    # optimized with full R-Drop (its recipe) and at rdrop_share=0.5, seed by seed from one encoder: the share is
-    # the lever for the H200's 3x line should its accuracy hold (one pair so far, -0.69). On an H100 a fine-tune
-    # takes ~65 s (either), baseline ~460 s: the pretraining call adds optimized 1, the next five or six pair
-    # runs, the next baseline 1 (the recipes with R-Drop have one baseline run) and what else fits. The profiled
-    # run: the R-Drop step's kernel time by class (dgxperf trace), and what the graphs' gradient zeroing costs;
-    # graph_grads=pool: the same step without it (predicted +2-3% samples/s), paired by seed; it comes before
-    # seeds 5-6 because it has never run on a GPU, and the fourth call of a session rarely comes
-    runs="optimized:1 optimized:1:rdrop_share=0.5 optimized:2 optimized:2:rdrop_share=0.5 optimized:3"
-    runs+=" optimized:3:rdrop_share=0.5 optimized:4 optimized:4:rdrop_share=0.5 optimized:1:graph_grads=pool"
-    runs+=" optimized:2:graph_grads=pool baseline:1 optimized:5 optimized:5:rdrop_share=0.5 optimized:6"
-    runs+=" optimized:6:rdrop_share=0.5 optimized:1:profile_steps=10 guide:1 guide:2"
+  fi
+  if [[ "$item" == table ]]; then
+    # The recipes as they now stand (R-Drop in all three, optimized's gradients in the graphs' pool), seed by
+    # seed from one encoder; baseline (~470 s with R-Drop on an H100) starts only in a call with room for it,
+    # the runs after it go on meanwhile. Last, one profiled optimized run: its step's kernel time by class.
+    # rdrop_share=0.5 left the list on 2026-12-06: -0.51 points over five pairs (2026-12-06-h100-rdrop-share-pairs)
+    runs="optimized:1 guide:1 baseline:1 optimized:2 guide:2 optimized:3 guide:3 baseline:2"
+    runs+=" optimized:1:profile_steps=10 optimized:4 guide:4"
   fi
   runs="${RUNS:-$runs}"
   # 540 s: 80 epochs took 442 s with start-up on the H200 (2026-12-04), before the held-out passes were added;
@@ -59,8 +51,7 @@ if [[ "$item" == table || "$item" == base ]]; then
   # RUN_LIMIT_S 560: baseline with R-Drop takes ~450 s on an H100 (its fp32 step is GPU bound: twice the rows,
   # ~1.8x the time). EXPECT: a kind's wall seconds before this machine has timed one, so no run is started that
   # the call's end would cut (H100 figures with start-up, 2026-12-06-h100-rdrop-recipes' durations)
-  expect="baseline@470 guide@125 optimized@90 optimized:rdrop_share=0.5@75 optimized:graph_grads=pool@90"
-  expect+=" optimized:profile_steps=10@100"
+  expect="baseline@470 guide@125 optimized@90 optimized:profile_steps=10@100"
   OUT=$OUT KEEP_DONE=yes RUN_LIMIT_S=560 RUNS="$runs" ENCODER="$keep/$preset" SET="preset=$preset" EXPECT="$expect" \
     END_S=$((590 - SECONDS)) STOP_AFTER_S=$((500 - SECONDS)) bash "$here/capture_seeds.sh"
 elif [[ "$item" == graphs ]]; then

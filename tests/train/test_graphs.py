@@ -34,7 +34,7 @@ class _Context:
         pass
 
 
-def _small(pooling: str = "cls", graph_grads: str = "fixed") -> tuple[Encoder, Any, Any, GraphedStep]:
+def _small(pooling: str = "cls", graph_grads: str = "pool") -> tuple[Encoder, Any, Any, GraphedStep]:
     torch.manual_seed(0)
     shape = {"layers": 1, "hidden": 8, "heads": 2, "ffn": 16}
     model = Encoder(ModelConfig(vocab_size=40, num_labels=2, max_len=16, pooling=pooling, **shape))
@@ -69,16 +69,21 @@ def test_the_graphed_step_trains_exactly_as_the_eager_loop(tmp_path: Path) -> No
     assert graphed["shape_warmup"]["shapes"] == plain["shape_warmup"]["shapes"]
 
 
-def test_gradients_written_afresh_in_the_pool_train_exactly_as_the_eager_loop(tmp_path: Path) -> None:
-    """graph_grads=pool drops the gradients before each step for backward to write, instead of zeroing
-    fixed ones and adding into them: the same sums, so the same loss at every logged step."""
+def test_either_way_of_keeping_the_gradients_trains_exactly_as_the_eager_loop(tmp_path: Path) -> None:
+    """graph_grads=pool (optimized's) drops the gradients before each step for backward to write; fixed
+    zeroes gradients kept at fixed addresses and adds into them: the same sums, so the same loss at every
+    logged step."""
     extra = {**FAST, "rdrop_alpha": "4"}
     plain = run(config("optimized", cuda_graphs="false", **extra), tmp_path / "eager")
-    pooled = run(config("optimized", cuda_graphs="true", graph_grads="pool", **extra), tmp_path / "pool")
+    pooled = run(config("optimized", cuda_graphs="true", **extra), tmp_path / "pool")
+    fixed = run(config("optimized", cuda_graphs="true", graph_grads="fixed", **extra), tmp_path / "fixed")
     losses = [s["loss"] for s in records(tmp_path / "eager", "step")]
-    assert [s["loss"] for s in records(tmp_path / "pool", "step")] == losses and losses[-1] < losses[0]
-    assert pooled["test"] == plain["test"] and pooled["recipe_changes"]["graph_grads"] == "pool"
-    assert_valid("train", pooled)
+    assert losses[-1] < losses[0]
+    for name, result in (("pool", pooled), ("fixed", fixed)):
+        assert [s["loss"] for s in records(tmp_path / name, "step")] == losses, name
+        assert result["test"] == plain["test"] and result["config"]["graph_grads"] == name, name
+        assert_valid("train", result)
+    assert "graph_grads" not in pooled["recipe_changes"] and fixed["recipe_changes"]["graph_grads"] == "fixed"
 
 
 def test_gradients_in_the_pool_are_not_kept_between_steps() -> None:
@@ -284,8 +289,8 @@ def test_a_step_that_cannot_be_recorded_stops_the_run_with_the_shape_and_the_way
         run(config("optimized", cuda_graphs="true", **FAST), tmp_path / "run")
 
 
-@pytest.mark.parametrize("pooling", ["cls", "mean"])
-def test_the_recorded_step_never_reads_a_value_back_to_the_host(pooling: str) -> None:
+@pytest.mark.parametrize(("pooling", "graph_grads"), [("cls", "pool"), ("mean", "pool"), ("cls", "fixed")])
+def test_the_recorded_step_never_reads_a_value_back_to_the_host(pooling: str, graph_grads: str) -> None:
     """A CUDA graph cannot record a host read: `.item()`, `bool(tensor)`, `nonzero` (a shape that depends on
     values) fail the capture. Every op the step dispatches is listed here, on the CPU, so that a change to the
     model, the loss or the clipping that adds one fails this test rather than the next GPU session."""
@@ -299,12 +304,14 @@ def test_the_recorded_step_never_reads_a_value_back_to_the_host(pooling: str) ->
             seen.add(str(func.overloadpacket))
             return func(*args, **(kwargs or {}))
 
-    _, _, _, graphed = _small(pooling)
+    _, _, _, graphed = _small(pooling, graph_grads)
     graphed.prepare([(2, 8, False), (2, 8, True)])
     for static in graphed.batches.values():
         with Recorder():
             graphed._step(static)
-    assert {"aten._fused_adamw_", "aten._foreach_norm", "aten._foreach_zero_"} <= seen  # the whole step ran
+    assert {"aten._fused_adamw_", "aten._foreach_norm"} <= seen  # the whole step ran
+    # fixed gradients are zeroed inside the step; pool ones are written afresh by backward
+    assert ("aten._foreach_zero_" in seen) == (graph_grads == "fixed")
     assert not seen & host_reads, seen & host_reads
 
 

@@ -106,6 +106,13 @@ ABLATION: tuple[Variant, ...] = (
         one_gpu_only=True,
     ),
     Variant(
+        "optimized - pool gradients",
+        "optimized",
+        {"graph_grads": "fixed"},
+        "graphed step with fixed gradients, zeroed and added into inside each graph",
+        one_gpu_only=True,
+    ),
+    Variant(
         "optimized - R-Drop",
         "optimized",
         {"rdrop_alpha": "0"},

@@ -11,6 +11,8 @@ The model sees twice the rows a step, so a step costs about twice the compute.
 ``rdrop_share`` < 1 sends only that share of each batch's rows through a second time, spread evenly over the
 batch (a length-bucketed batch may be sorted by length). The KL term is then a mean over fewer rows, an
 unbiased estimate of the same term, so alpha keeps its meaning; the step costs 1 + share times the compute.
+At 0.5 on an H100 the epoch was 1.27-1.28x shorter and the test score 0.51 points lower over five seed pairs
+(``2026-12-06-h100-rdrop-share-pairs``), so no recipe uses it.
 """
 
 from __future__ import annotations
