@@ -332,3 +332,46 @@ def test_summarize_runs_draws_each_groups_curves_from_the_committed_r_drop_pairs
         capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
     )  # fmt: skip
     assert missing.returncode == 2 and "no such folder for the curves" in missing.stderr
+
+
+def test_summarize_runs_reads_each_runs_gpu_busy_share_from_the_calls_recordings(tmp_path: Path) -> None:
+    """The committed encoder-Q folder keeps each call's log and NVML recording: each run's SM-active share over
+    the busiest stretch as long as its epochs. The replayed R-Drop step keeps the GPU ~86% busy, half the rows
+    a little less, fp32 baseline ~96%; the call's first run had ~5 s idle after its first epoch inside that
+    stretch. A folder without recordings, or with a broken one, gives no share rather than an error."""
+    import datetime
+    import shutil
+
+    module = summarize_runs_module()
+    folder = ROOT / "docs" / "benchmarks" / "2026-12-06-h100-rdrop-share-pairs"
+    runs = [r for child in sorted(folder.iterdir()) if child.is_dir() and (r := module.describe(child))]
+    busy = module.gpu_busy(folder, runs)
+    assert set(busy) == {r["run"] for r in runs}  # all eleven, across three calls
+    assert all(85 < busy[f"optimized-s{seed}"] < 88 for seed in (2, 3, 4)) and 75 < busy["optimized-s1"] < 80
+    assert all(81 < busy[f"optimized-s{seed}-rdrop_share0.5"] < 85 for seed in (1, 2, 3, 4))
+    assert 95 < busy["baseline-s1"] < 96
+
+    copy = tmp_path / "runs"
+    shutil.copytree(folder / "optimized-s2", copy / "optimized-s2")
+    assert module.gpu_busy(copy, runs) == {}  # no recordings
+    (copy / "log-seeds.txt").write_text((folder / "log-seeds-call2.txt").read_text())
+    (copy / "monitor-seeds.jsonl").write_text("not json\n")
+    assert module.gpu_busy(copy, runs) == {}
+
+    # the log prints times of day: past midnight they belong to the monitor's next day
+    started = datetime.datetime(2026, 12, 6, 23, 59, 30, tzinfo=datetime.UTC)
+    log = "== guide seed 3 (lr=1e-4,rdrop_alpha=0) 23:59:40 (limit 500 s)\nx\nexit 0 00:01:10\n"
+    windows = module.run_windows(log, started)
+    assert list(windows) == ["guide-s3-lr1e-4-rdrop_alpha0"]
+    began, ended = windows["guide-s3-lr1e-4-rdrop_alpha0"]
+    assert (began - started.timestamp(), ended - began) == (10, 90)
+    # and the per-run line prints it
+    import os
+    import sys
+
+    printed = subprocess.run(
+        [sys.executable, "scripts/h200/summarize_runs.py", str(folder)], capture_output=True, text=True,
+        cwd=ROOT, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    ).stdout  # fmt: skip
+    pool = next(line for line in printed.splitlines() if line.startswith("optimized-s1-graph_gradspool "))
+    assert pool.endswith(", GPU busy 87%")

@@ -6,7 +6,9 @@ over its seeds. Run as
 
     PYTHONPATH=src python3 scripts/h200/summarize_runs.py FOLDER [FOLDER ...] [--json | --table]
 
-(--table: issue 4's Markdown table, one row per run, for a docs/benchmarks README). Last, each recipe's plain
+(--table: issue 4's Markdown table, one row per run, for a docs/benchmarks README). Where the folder keeps the
+calls' logs and NVML recordings (log-seeds[-callN].txt, monitor-seeds[-callN].jsonl), each run's line also says
+how busy the GPU was over its epochs (SM active; gpu_busy). Last, each recipe's plain
 runs with the same fields from one encoder: how many, their mean and range, how many reached issue 4's 86%,
 and a majority vote of their test answers; and the same over every recipe's runs with fields several share.
 
@@ -22,7 +24,9 @@ the 128-token run.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -37,6 +41,7 @@ from dgxperf.train.paired import PredictionsError, compare_runs, load_prediction
 NOT_A_VARIANT = {"seed", "init_from", "data_dir", "epochs", "profile_steps", "profile_after", "ngram_fusion"}
 # Defaults a recipe gained after runs were recorded without `recipe_changes`: such a run had the old value.
 DEFAULTS_BEFORE_RECIPE_CHANGES = {"optimized": {"cuda_graphs": False}}
+RECORDING_INTERVAL_S = 1.0  # capture_seeds.sh's monitor records at the default 1 s
 
 
 def recipe_changes(result: dict[str, Any]) -> dict[str, Any]:
@@ -62,6 +67,71 @@ def average_effect(average: dict[str, Any] | None) -> dict[str, Any] | None:
     return {"decay": average["decay"], "unaveraged_test_accuracy": paired["accuracy_b"]} | {
         k: paired[k] for k in ("difference", "difference_ci95", "p_value", "a_only", "b_only")
     }
+
+
+# capture_seeds.sh's log: "== optimized seed 2 (rdrop_share=0.5) 10:26:40 (limit 442 s)" ... "exit 0 10:27:47"
+RUN_STARTED = re.compile(r"^== (\S+) seed (\d+) (?:\((\S+)\) )?(\d\d:\d\d:\d\d) \(limit")
+RUN_EXITED = re.compile(r"^exit \d+ (\d\d:\d\d:\d\d)")
+
+
+def run_windows(log_text: str, started_at: datetime.datetime) -> dict[str, tuple[float, float]]:
+    """Each run folder's name -> (start, exit) in UNIX seconds, from a capture_seeds.sh log whose monitor
+    started at ``started_at`` (the log prints times of day only: one before the monitor's is the next day)."""
+
+    def at(clock: str) -> float:
+        moment = datetime.datetime.combine(
+            started_at.date(), datetime.time.fromisoformat(clock), datetime.UTC
+        )
+        if moment < started_at - datetime.timedelta(minutes=1):
+            moment += datetime.timedelta(days=1)
+        return moment.timestamp()
+
+    windows: dict[str, tuple[float, float]] = {}
+    name, began = None, 0.0
+    for line in log_text.splitlines():
+        if started := RUN_STARTED.match(line):
+            recipe, seed, fields, clock = started.groups()
+            name = f"{recipe}-s{seed}" + "".join(
+                f"-{f.replace('=', '')}" for f in (fields or "").split(",") if f
+            )
+            began = at(clock)
+        elif (exited := RUN_EXITED.match(line)) and name:
+            windows[name] = (began, at(exited.group(1)))  # a run cut and run again: its last window counts
+            name = None
+    return windows
+
+
+def gpu_busy(folder: Path, runs: list[dict[str, Any]]) -> dict[str, float]:
+    """Each run's GPU busy share (NVML's SM active, %, of the first GPU) from the monitor recordings a capture
+    folder keeps beside its logs (``log-seeds[-callN].txt`` with ``monitor-seeds[-callN].jsonl``): the mean over
+    the busiest stretch of the run's window as long as its epochs together (dev passes between them included),
+    so start-up, compile and the test pass fall outside it. Runs without a recording are left out."""
+    epochs = {r["run"]: sum(r["epoch_seconds"]) for r in runs}
+    busy: dict[str, float] = {}
+    for log in sorted(folder.glob("log-seeds*.txt")):
+        recording = folder / f"monitor-seeds{log.stem.removeprefix('log-seeds')}.jsonl"
+        try:
+            header, *lines = recording.read_text().splitlines()
+            started_at = datetime.datetime.fromisoformat(
+                json.loads(header)["started_at"].replace("Z", "+00:00")
+            )
+            samples = [json.loads(line) for line in lines if line.strip()]
+        except (OSError, ValueError, KeyError):
+            continue
+        for name, (began, ended) in run_windows(log.read_text(), started_at).items():
+            if name not in epochs:
+                continue
+            active = [
+                s["gpus"][0]["sm_active_pct"]
+                for s in samples
+                if began <= s["t"] <= ended
+                and s.get("gpus")
+                and s["gpus"][0].get("sm_active_pct") is not None
+            ]
+            width = min(len(active), max(1, round(epochs[name] / RECORDING_INTERVAL_S)))
+            if active:
+                busy[name] = max(sum(active[i : i + width]) / width for i in range(len(active) - width + 1))
+    return busy
 
 
 def describe(folder: Path) -> dict[str, Any] | None:
@@ -374,7 +444,11 @@ def main() -> int:
         if not folder.is_dir():
             print(f"{folder}: not a folder", file=sys.stderr)
             return 2
-        runs += [r for child in sorted(folder.iterdir()) if child.is_dir() and (r := describe(child))]
+        found = [r for child in sorted(folder.iterdir()) if child.is_dir() and (r := describe(child))]
+        busy = gpu_busy(folder, found)
+        for r in found:
+            r["gpu_busy_pct"] = round(busy[r["run"]], 1) if r["run"] in busy else None
+        runs += found
     if not runs:
         print("no finished runs (folders with a result.json) there", file=sys.stderr)
         return 2
@@ -405,8 +479,9 @@ def main() -> int:
             if r["fused_test_accuracy"] is not None
             else ""
         )
+        busy = f", GPU busy {r['gpu_busy_pct']:.0f}%" if r["gpu_busy_pct"] is not None else ""
         print(f"{r['run']:<48} {r['recipe']:<9} seed {r['seed']}  test {100 * r['test_accuracy']:.2f}%{fused}  "
-              f"samples/s {r['samples_per_s']}  {fields}{memory if r['peak_memory_gb'] else ''}")  # fmt: skip
+              f"samples/s {r['samples_per_s']}  {fields}{memory if r['peak_memory_gb'] else ''}{busy}")  # fmt: skip
     for r in profiled:
         print(f"{r['run']:<48} {r['recipe']:<9} seed {r['seed']}  test {100 * r['test_accuracy']:.2f}%  "
               f"samples/s {r['samples_per_s']}, profiled (in no group, pair or table): "
