@@ -49,7 +49,7 @@ app = typer.Typer(
 runs_app = typer.Typer(help="Saved results: list, show and compare runs.", no_args_is_help=True)
 app.add_typer(runs_app, name="runs")
 bench_app = typer.Typer(
-    help="Micro-benchmarks against the GPU's physical peaks: gemm, memory, pcie, p2p, nccl, all.",
+    help="Micro-benchmarks against the GPU's physical peaks: gemm, memory, pcie, p2p, nccl, launch, all.",
     no_args_is_help=True,
 )
 app.add_typer(bench_app, name="bench")
@@ -416,6 +416,25 @@ def bench_p2p(
         json_out, "p2p", lambda p: p2p.run(gpus, size_bytes, batches=batches, progress=p)
     )
     _finish_bench(BenchReport("p2p", dev, measurements, {"size_bytes": size_bytes, "gpus": gpus}), json_out)
+
+
+@bench_app.command("launch")
+def bench_launch(
+    json_out: JsonFlag = False,
+    batches: BatchesOpt = 10,
+    device: DeviceOpt = "cuda",
+    gpu: GpuOpt = 0,
+) -> None:
+    """How fast this host issues GPU work: µs per eager kernel launch, and per kernel replayed from a CUDA graph."""
+    from dgxperf.bench import launch
+    from dgxperf.bench.suite import BenchReport
+
+    dev = _bench_device(device, gpu)
+    measurements = _run_bench(json_out, "launch", lambda p: launch.run(dev, batches=batches, progress=p))
+    notes = (
+        [] if dev.cuda else ["graph skipped: a CUDA graph needs a GPU; on a CPU eager times dispatch alone"]
+    )
+    _finish_bench(BenchReport("launch", dev, measurements, {"batches": batches}, notes=notes), json_out)
 
 
 @bench_app.command("nccl")

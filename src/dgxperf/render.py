@@ -289,6 +289,9 @@ def render_bench(console: Console, report: Any) -> None:
         if bench == "p2p":
             _render_p2p(console, report.summary().get("p2p_gbs", []))
             continue
+        if bench == "launch":
+            _render_launch(console, items)
+            continue
         table = Table(title=bench, title_justify="left", title_style="bold cyan")
         for column, justify in (
             ("test", "left"),
@@ -339,6 +342,27 @@ def _render_gemm_best(console: Console, best: dict[str, Any]) -> None:
     console.print(
         "sustained: after a pre-load, at the clocks a long training step sees; "
         "burst: a 25 ms window after an idle pause (boost clocks)",
+        style="dim",
+    )
+
+
+def _render_launch(console: Console, items: list[Any]) -> None:
+    """Microseconds, not the generic table's milliseconds: a launch costs a few µs."""
+    table = Table(title="launch", title_justify="left", title_style="bold cyan")
+    for column in ("test", "µs per op", "ops/s", "spread p10-p90", "beside it"):
+        table.add_column(column, justify="left" if column in ("test", "beside it") else "right")
+    for m in items:
+        if "wall_us_per_op" in m.extra:
+            beside = f"issued and finished: {m.extra['wall_us_per_op']:.2f} µs an op"
+        else:
+            beside = f"a replay costs the host {m.extra['host_us_per_replay']:.2f} µs"
+        table.add_row(
+            m.name, f"{m.extra['us_per_op']:.2f}", _fmt(m.value, 0), f"{100 * m.timing.spread:.1f}%", beside
+        )
+    console.print(table)
+    console.print(
+        "eager: what issuing one small kernel costs the host (dispatcher and driver), the floor under an eager "
+        "step's time a launch; graph: a kernel replayed from a CUDA graph, the host out of the way",
         style="dim",
     )
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dgxperf import __version__
-from dgxperf.bench import gemm, memory, p2p, pcie
+from dgxperf.bench import gemm, launch, memory, p2p, pcie
 from dgxperf.bench.base import BENCH_SCHEMA, Measurement, human_bytes
 from dgxperf.bench.device import Device, gpu_count, versions
 
@@ -45,6 +45,8 @@ class BenchReport:
             parts.append(f"copy {summary['memory']['copy']['gbs'] / 1000:.2f} TB/s")
         if "h2d_pinned" in summary.get("pcie", {}):
             parts.append(f"H2D {summary['pcie']['h2d_pinned']['gbs']:.1f} GB/s")
+        if "eager" in summary.get("launch", {}):
+            parts.append(f"eager launch {summary['launch']['eager']['us_per_op']:.1f} µs")
         for op, busbw in summary.get("nccl_avg_busbw", {}).items():
             if op == "all_reduce":
                 parts.append(f"all_reduce avg busbw {busbw:.1f} GB/s")
@@ -90,6 +92,8 @@ def summarise(measurements: Sequence[Measurement], *, extra: dict[str, Any] | No
     if "p2p" in by_bench:
         count = 1 + max(max(m.params["src"], m.params["dst"]) for m in by_bench["p2p"])
         summary["p2p_gbs"] = p2p.matrix(by_bench["p2p"], count)
+    if "launch" in by_bench:
+        summary["launch"] = launch.summarise(by_bench["launch"])
     if extra and "nccl" in extra:
         summary["nccl_avg_busbw"] = extra["nccl"].get("avg_busbw", {})
     return summary
@@ -103,7 +107,8 @@ def _pct(m: Measurement) -> float | None:
 def run_all(
     device: Device, *, quick: bool, env: dict[str, str], progress: Progress | None = None
 ) -> BenchReport:
-    """The whole suite on one node: GEMM, memory, PCIe, P2P (with >= 2 GPUs) and NCCL collectives."""
+    """The whole suite on one node: GEMM, memory, PCIe, P2P (with >= 2 GPUs), NCCL collectives and the host's
+    launch overhead."""
     from dgxperf.bench import nccl
     from dgxperf.hw.nvml import GpuSensor, read_pcie_link
 
@@ -143,6 +148,7 @@ def run_all(
         result = single
     notes += result.notes
     measurements += result.measurements
+    measurements += launch.run(device, batches=batches, progress=progress)
     report = BenchReport(
         suite="all",
         device=device,

@@ -1,0 +1,116 @@
+"""`dgxperf bench launch`: what issuing one small kernel costs the host. On this CPU-only machine the eager test
+times PyTorch's real dispatcher on a CPU tensor; the graph test needs a GPU and says so."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from dgxperf.bench import launch
+from dgxperf.bench.base import BenchError, Measurement, Timing
+from dgxperf.bench.device import open_device
+from dgxperf.bench.suite import BenchReport
+from dgxperf.render import render_bench
+from tests.test_cli import dgxperf, no_traceback
+from tests.test_schemas import assert_invalid, assert_valid
+
+
+def test_issue_times_separate_issuing_from_finishing() -> None:
+    """The host clock stops twice a batch: after the ops are issued and after the sync has waited for them,
+    so an op that returns at once while its work runs on (a kernel) shows in the second time only."""
+    issued_ops: list[float] = []
+
+    def op() -> None:
+        issued_ops.append(time.perf_counter())
+
+    def sync() -> None:
+        time.sleep(0.02)  # the device finishing the batch
+
+    issued, done = launch.issue_times(op, sync, batches=3, inner=10)
+    assert len(issued) == len(done) == 3 and len(issued_ops) == 40  # a warm-up batch, then three timed
+    assert all(i < 1e-4 for i in issued)  # ten cheap calls
+    assert all(d >= 0.02 / 10 for d in done)  # the sleep, shared over the ten ops of the batch
+    with pytest.raises(BenchError, match="at least 1"):
+        launch.issue_times(op, sync, batches=0, inner=10)
+
+
+def test_eager_dispatch_on_the_cpu_is_a_real_measurement() -> None:
+    device = open_device("cpu")
+    (measured,) = launch.run(device, batches=5)
+    assert measured.bench == "launch" and measured.params["kind"] == "eager" and measured.unit == "ops/s"
+    assert measured.timing.batches == 5 and measured.timing.inner == launch.EAGER_INNER
+    per_op_us = measured.extra["us_per_op"]
+    # PyTorch's dispatcher takes about a microsecond or more an op on any CPU, and far less than a millisecond
+    assert 0.1 < per_op_us < 1000
+    assert measured.value == pytest.approx(1e6 / per_op_us, rel=1e-3)
+    # nothing runs asynchronously on a CPU: issued is finished
+    assert measured.extra["wall_us_per_op"] == pytest.approx(per_op_us, rel=0.25)
+    summary = launch.summarise([measured])
+    assert set(summary) == {"eager"} and summary["eager"]["us_per_op"] == per_op_us
+
+
+def test_the_graph_test_needs_a_gpu() -> None:
+    with pytest.raises(BenchError, match="needs a GPU"):
+        launch.measure_graph(open_device("cpu"), batches=3)
+
+
+def _graph_measurement() -> Measurement:
+    timing = Timing(2e-6, 1.9e-6, 2.2e-6, 1.8e-6, 2.5e-6, batches=10, inner=2000)
+    return Measurement(
+        "launch",
+        "CUDA graph of 100 kernels",
+        {"kind": "graph", "op": "add_ on 1 element", "kernels_per_graph": 100, "replays_per_batch": 20},
+        5e5,
+        "ops/s",
+        timing,
+        extra={"us_per_op": 2.0, "host_us_per_replay": 6.5},
+    )
+
+
+def test_the_report_prints_microseconds_and_what_each_test_means() -> None:
+    device = open_device("cpu")
+    eager = launch.measure_eager(device, batches=3)
+    report = BenchReport("launch", device, [eager, _graph_measurement()], {"batches": 3})
+    console = Console(record=True, width=160)
+    render_bench(console, report)
+    text = console.export_text()
+    assert "µs per op" in text and "a replay costs the host 6.50 µs" in text and "issued and finished" in text
+    assert f"eager launch {eager.extra['us_per_op']:.1f} µs" in report.summary_line()
+    document = report.to_json() | {"run_id": None}
+    assert_valid("bench", document)
+    assert document["summary"]["launch"]["graph"] == {"us_per_op": 2.0, "host_us_per_replay": 6.5}
+    broken = json.loads(json.dumps(document))
+    broken["summary"]["launch"]["cached"] = {"us_per_op": 1.0}
+    assert_invalid("bench", broken)
+
+
+def test_bench_launch_through_the_cli(tmp_path: Path) -> None:
+    result = dgxperf("bench", "launch", "--device", "cpu", "--batches", "3", "--json", home=tmp_path)
+    no_traceback(result)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert_valid("bench", data)
+    assert data["suite"] == "launch" and [m["name"] for m in data["measurements"]] == ["eager dispatch (CPU)"]
+    assert data["summary"]["launch"]["eager"]["us_per_op"] > 0
+    assert any("graph skipped" in note for note in data["notes"])
+    human = dgxperf("bench", "launch", "--device", "cpu", "--batches", "3", home=tmp_path)
+    assert human.returncode == 0 and "µs per op" in human.stdout and "graph skipped" in human.stdout
+    assert "bench launch" in dgxperf("runs", "list", home=tmp_path).stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["bench", "launch"], "no CUDA GPU"),
+        (["bench", "launch", "--device", "tpu"], "unknown device"),
+        (["bench", "launch", "--device", "cpu", "--batches", "1"], "--batches"),
+    ],
+)
+def test_bench_launch_bad_input_exits_2(tmp_path: Path, args: list[str], message: str) -> None:
+    result = dgxperf(*args, home=tmp_path)
+    no_traceback(result)
+    assert result.returncode == 2 and message in result.stdout + result.stderr
