@@ -114,3 +114,18 @@ def test_bench_launch_bad_input_exits_2(tmp_path: Path, args: list[str], message
     result = dgxperf(*args, home=tmp_path)
     no_traceback(result)
     assert result.returncode == 2 and message in result.stdout + result.stderr
+
+
+def test_bench_all_keeps_its_ceilings_when_the_launch_test_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dgxperf.bench import suite
+
+    device = open_device("cpu")
+    notes: list[str] = []
+    assert [m.params["kind"] for m in suite.launch_or_note(device, 3, None, notes)] == ["eager"] and not notes
+
+    def capture_fails(*_: object, **__: object) -> list[Measurement]:
+        raise RuntimeError("CUDA error: operation not permitted when stream is capturing\nmore detail")
+
+    monkeypatch.setattr(launch, "run", capture_fails)
+    assert suite.launch_or_note(device, 3, None, notes) == []
+    assert notes == ["launch skipped: CUDA error: operation not permitted when stream is capturing"]

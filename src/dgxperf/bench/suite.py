@@ -13,7 +13,7 @@ from typing import Any
 
 from dgxperf import __version__
 from dgxperf.bench import gemm, launch, memory, p2p, pcie
-from dgxperf.bench.base import BENCH_SCHEMA, Measurement, human_bytes
+from dgxperf.bench.base import BENCH_SCHEMA, BenchError, Measurement, human_bytes
 from dgxperf.bench.device import Device, gpu_count, versions
 
 Progress = Callable[[int, int, str], None]
@@ -148,7 +148,7 @@ def run_all(
         result = single
     notes += result.notes
     measurements += result.measurements
-    measurements += launch.run(device, batches=batches, progress=progress)
+    measurements += launch_or_note(device, batches, progress, notes)
     report = BenchReport(
         suite="all",
         device=device,
@@ -158,6 +158,19 @@ def run_all(
         extra={"nccl": {k: v for k, v in result.to_json().items() if k not in ("measurements", "schema")}},
     )
     return report
+
+
+def launch_or_note(
+    device: Device, batches: int, progress: Progress | None, notes: list[str]
+) -> list[Measurement]:
+    """The launch figures, or a note saying why there are none: the host's figure sits beside the ceilings and
+    never costs the suite them."""
+    try:
+        return launch.run(device, batches=batches, progress=progress)
+    except (BenchError, RuntimeError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        notes.append(f"launch skipped: {first}")
+        return []
 
 
 def nccl_quick_settings(quick: bool) -> dict[str, Any]:
