@@ -29,16 +29,31 @@ def trace(
         Path | None,
         typer.Argument(help="A second trace: both side by side, PATH as before and this as after."),
     ] = None,
+    launch_us: Annotated[
+        float | None,
+        typer.Option(
+            "--launch-us",
+            min=0.001,
+            help="What one launch costs the host that recorded the trace (`dgxperf bench launch`, eager µs): "
+            "adds how much of each step the launches alone take.",
+        ),
+    ] = None,
     json_out: JsonFlag = False,
 ) -> None:
     """Where the profiled steps' time went: step time, GPU busy share, launches, syncs, kernel time by class,
     busiest ops and kernels."""
     from dgxperf.render import KERNEL_CLASS_WORDS, profile_line
-    from dgxperf.train.trace import TraceError, load_trace, summarize_trace
+    from dgxperf.train.trace import TraceError, launch_floor, load_trace, summarize_trace
+
+    def summarized(trace_path: Path) -> dict[str, Any]:
+        summary = summarize_trace(load_trace(trace_path)) | {"trace": str(trace_path)}
+        if launch_us is not None:
+            summary["launch_floor"] = launch_floor(summary, launch_us)
+        return summary
 
     try:
-        summary = summarize_trace(load_trace(path)) | {"trace": str(path)}
-        other = summarize_trace(load_trace(after)) | {"trace": str(after)} if after is not None else None
+        summary = summarized(path)
+        other = summarized(after) if after is not None else None
     except TraceError as exc:
         usage_error(str(exc))
     if other is not None:

@@ -536,6 +536,12 @@ def profile_line(profile: dict[str, Any]) -> str:
         graphs = profile.get("graph_launches_per_step")
         replayed = f" ({graphs:,.0f} of them CUDA-graph replays)" if graphs else ""
         parts.append(f"{profile['launches_per_step']:,.0f} kernel launches a step{replayed}")
+    floor = profile.get("launch_floor")
+    if floor:
+        parts.append(
+            f"the launches alone {floor['ms_per_step']:.1f} ms a step at {floor['launch_us']:g} µs each "
+            f"({100 * floor['share_of_step']:.0f}% of the step)"
+        )
     if profile.get("median_kernel_us") is not None:
         parts.append(f"median kernel {profile['median_kernel_us']:.0f} µs")
     if profile.get("sync_ms_per_step"):

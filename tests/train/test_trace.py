@@ -495,3 +495,29 @@ def test_kernel_classes_side_by_side_and_in_the_trace_command(tmp_path: Path) ->
     assert (
         both.exit_code == 0 and "kernel time by class (ms a step)" in words and "GEMMs 37.977 46.164" in words
     )
+
+
+def test_the_launch_floor_says_how_much_of_a_step_the_launches_alone_take(tmp_path: Path) -> None:
+    """`trace --launch-us`: launches a step x the host's measured cost of one (bench launch). On the H200's
+    `guide` trace, 3,676 launches at 5 µs are 18.4 ms of a 172 ms profiled step: host bound, but mostly not
+    by launching; the graphed step's 13 launches cost nothing."""
+    from typer.testing import CliRunner
+
+    from dgxperf.cli import app
+    from dgxperf.train.trace import launch_floor
+
+    guide = h200_profile("guide")
+    floor = launch_floor(guide, 5.0)
+    assert floor == {"launch_us": 5.0, "ms_per_step": 18.38, "share_of_step": 0.107}
+    assert launch_floor({"launches_per_step": None, "step_ms": 10.0}, 5.0) is None  # no CUDA API events
+    line = " ".join(profile_line(guide | {"launch_floor": floor, "trace": "t"}).split())
+    assert "the launches alone 18.4 ms a step at 5 µs each (11% of the step)" in line
+    graphed = PROFILES / "h100-optimized-graphed.json.gz"
+    runner = CliRunner()
+    shown = runner.invoke(app, ["trace", str(graphed), "--launch-us", "5", "--json"])
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.output)["launch_floor"]["share_of_step"] < 0.01
+    both = runner.invoke(app, ["trace", str(graphed), str(graphed), "--launch-us", "5", "--json"])
+    assert both.exit_code == 0 and json.loads(both.output)["after"]["launch_floor"]["launch_us"] == 5.0
+    refused = runner.invoke(app, ["trace", str(graphed), "--launch-us", "0"])
+    assert refused.exit_code == 2 and "--launch-us" in refused.output

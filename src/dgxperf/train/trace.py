@@ -28,6 +28,10 @@ Trace Analysis does, so it works on any PyTorch profiler trace (``dgxperf.train.
 - ``top_cpu_ops`` and ``top_kernels``: self time per step of the host's operators, time per step of the
   GPU's kernels.
 
+With the cost of one launch on the host that recorded the trace (``dgxperf bench launch``'s eager figure),
+:func:`launch_floor` says how much of a step the launches alone take: the host time no faster GPU can remove,
+and what CUDA graphs (one launch a step) would.
+
 The profiled steps run slower than unprofiled ones (the profiler records every call): compare throughput
 from a run without it.
 """
@@ -254,6 +258,16 @@ def summarize_trace(trace: dict[str, Any], drop_last: bool = False) -> dict[str,
             for name, us in sorted(kernel_time.items(), key=lambda item: -item[1])[:TOP]
         ],
     }
+
+
+def launch_floor(summary: dict[str, Any], launch_us: float) -> dict[str, Any] | None:
+    """The host time a step's launches take at ``launch_us`` each, and its share of the step; None for a trace
+    without launch calls (no CUDA API events) or step time."""
+    launches, step_ms = summary.get("launches_per_step"), summary.get("step_ms")
+    if launches is None or not step_ms:
+        return None
+    ms = launches * launch_us / 1e3
+    return {"launch_us": launch_us, "ms_per_step": round(ms, 3), "share_of_step": round(ms / step_ms, 3)}
 
 
 def bound(busy_share: float | None, lag_ms: float | None) -> str | None:
