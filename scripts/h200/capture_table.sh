@@ -36,7 +36,7 @@ text = sys.stdin.read()
 try:
     launch = json.loads(text)["summary"]["launch"]
 except (ValueError, KeyError):
-    print("== bench launch failed:", text.strip().splitlines()[-1:] or "no output")
+    print("== bench launch failed:", (text.strip().splitlines() or ["no output"])[-1])
 else:
     print("== bench launch:", json.dumps(launch))'
   if [[ -f "$KEEP/$sub/encoder.pt" ]]; then

@@ -41,7 +41,6 @@ from dgxperf.train.paired import PredictionsError, compare_runs, load_prediction
 NOT_A_VARIANT = {"seed", "init_from", "data_dir", "epochs", "profile_steps", "profile_after", "ngram_fusion"}
 # Defaults a recipe gained after runs were recorded without `recipe_changes`: such a run had the old value.
 DEFAULTS_BEFORE_RECIPE_CHANGES = {"optimized": {"cuda_graphs": False}}
-RECORDING_INTERVAL_S = 1.0  # capture_seeds.sh's monitor records at the default 1 s
 
 
 def recipe_changes(result: dict[str, Any]) -> dict[str, Any]:
@@ -112,9 +111,9 @@ def gpu_busy(folder: Path, runs: list[dict[str, Any]]) -> dict[str, float]:
         recording = folder / f"monitor-seeds{log.stem.removeprefix('log-seeds')}.jsonl"
         try:
             header, *lines = recording.read_text().splitlines()
-            started_at = datetime.datetime.fromisoformat(
-                json.loads(header)["started_at"].replace("Z", "+00:00")
-            )
+            opened = json.loads(header)
+            started_at = datetime.datetime.fromisoformat(opened["started_at"].replace("Z", "+00:00"))
+            interval_s = float(opened.get("interval_s") or 1.0)  # the monitor's sampling period
             samples = [json.loads(line) for line in lines if line.strip()]
         except (OSError, ValueError, KeyError):
             continue
@@ -128,7 +127,7 @@ def gpu_busy(folder: Path, runs: list[dict[str, Any]]) -> dict[str, float]:
                 and s.get("gpus")
                 and s["gpus"][0].get("sm_active_pct") is not None
             ]
-            width = min(len(active), max(1, round(epochs[name] / RECORDING_INTERVAL_S)))
+            width = min(len(active), max(1, round(epochs[name] / interval_s)))
             if active:
                 busy[name] = max(sum(active[i : i + width]) / width for i in range(len(active) - width + 1))
     return busy
