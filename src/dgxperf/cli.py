@@ -431,10 +431,8 @@ def bench_launch(
 
     dev = _bench_device(device, gpu)
     measurements = _run_bench(json_out, "launch", lambda p: launch.run(dev, batches=batches, progress=p))
-    notes = (
-        [] if dev.cuda else ["graph skipped: a CUDA graph needs a GPU; on a CPU eager times dispatch alone"]
-    )
-    _finish_bench(BenchReport("launch", dev, measurements, {"batches": batches}, notes=notes), json_out)
+    report = BenchReport("launch", dev, measurements, {"batches": batches}, notes=launch.skipped(dev))
+    _finish_bench(report, json_out)
 
 
 @bench_app.command("nccl")

@@ -23,6 +23,7 @@ the median and spread are over timed batches.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any
@@ -30,7 +31,6 @@ from typing import Any
 from dgxperf.bench.base import BenchError, Measurement, Timing, time_gpu
 from dgxperf.bench.device import Device
 
-KINDS = ("eager", "graph")
 # Under CUDA's launch queue (about a thousand pending kernels): a batch is issued without the host
 # blocking on a full queue, so the host clock times issuing alone.
 EAGER_INNER = 500
@@ -75,18 +75,11 @@ def measure_eager(device: Device, *, batches: int, inner: int = EAGER_INNER) -> 
             torch.cuda.synchronize(device.index)
 
     issued, done = issue_times(op, sync, batches=batches, inner=inner)
-    timing = Timing.of(issued, inner)
-    return Measurement(
-        bench="launch",
-        name="eager launch" if device.cuda else "eager dispatch (CPU)",
-        params={"kind": "eager", "op": "add_ on 1 element", "ops_per_batch": inner},
-        value=1.0 / timing.median_s,
-        unit="ops/s",
-        timing=timing,
-        extra={
-            "us_per_op": round(timing.median_s * 1e6, 3),
-            "wall_us_per_op": round(Timing.of(done, inner).median_s * 1e6, 3),
-        },
+    return _per_op(
+        "eager launch" if device.cuda else "eager dispatch (CPU)",
+        {"kind": "eager", "op": "add_ on 1 element", "ops_per_batch": inner},
+        Timing.of(issued, inner),
+        wall_us_per_op=_us(Timing.of(done, inner).median_s),
     )
 
 
@@ -112,47 +105,55 @@ def measure_graph(
     host, _ = issue_times(
         graph.replay, lambda: torch.cuda.synchronize(device.index), batches=batches, inner=replays
     )
-    timing = Timing(
-        median_s=per_replay.median_s / ops,
-        p10_s=per_replay.p10_s / ops,
-        p90_s=per_replay.p90_s / ops,
-        min_s=per_replay.min_s / ops,
-        max_s=per_replay.max_s / ops,
-        batches=per_replay.batches,
+    # one replay runs `ops` kernels: per kernel, every figure of the replay's timing divided by them
+    per_kernel = dataclasses.replace(
+        per_replay,
+        **{f: getattr(per_replay, f) / ops for f in ("median_s", "p10_s", "p90_s", "min_s", "max_s")},
         inner=replays * ops,
     )
+    return _per_op(
+        f"CUDA graph of {ops} kernels",
+        {"kind": "graph", "op": "add_ on 1 element", "kernels_per_graph": ops, "replays_per_batch": replays},
+        per_kernel,
+        host_us_per_replay=_us(Timing.of(host, replays).median_s),
+    )
+
+
+def _us(seconds: float) -> float:
+    return round(seconds * 1e6, 3)
+
+
+def _per_op(name: str, params: dict[str, Any], timing: Timing, **extra: float) -> Measurement:
+    """A launch measurement: operations a second (higher is better), and the same as µs an op in ``extra``."""
     return Measurement(
         bench="launch",
-        name=f"CUDA graph of {ops} kernels",
-        params={
-            "kind": "graph",
-            "op": "add_ on 1 element",
-            "kernels_per_graph": ops,
-            "replays_per_batch": replays,
-        },
+        name=name,
+        params=params,
         value=1.0 / timing.median_s,
         unit="ops/s",
         timing=timing,
-        extra={
-            "us_per_op": round(timing.median_s * 1e6, 3),
-            "host_us_per_replay": round(Timing.of(host, replays).median_s * 1e6, 3),
-        },
+        extra={"us_per_op": _us(timing.median_s), **extra},
     )
 
 
 def run(device: Device, *, batches: int = 10, progress: Any = None) -> list[Measurement]:
-    """``eager`` on any device, and ``graph`` on a GPU."""
-    kinds = KINDS if device.cuda else ("eager",)
+    """``eager`` on any device, and ``graph`` on a GPU (:func:`skipped` says so on a CPU)."""
+    tests = [measure_eager] + ([measure_graph] if device.cuda else [])
     results = []
-    for kind in kinds:
-        results.append(
-            measure_eager(device, batches=batches)
-            if kind == "eager"
-            else measure_graph(device, batches=batches)
-        )
+    for test in tests:
+        results.append(test(device, batches=batches))
         if progress:
-            progress(len(results), len(kinds), f"launch {kind}")
+            progress(len(results), len(tests), f"launch {results[-1].params['kind']}")
     return results
+
+
+def skipped(device: Device) -> list[str]:
+    """The notes for what :func:`run` leaves out on this device."""
+    return (
+        []
+        if device.cuda
+        else ["graph skipped: a CUDA graph needs a GPU; on a CPU eager times dispatch alone"]
+    )
 
 
 def summarise(measurements: list[Measurement]) -> dict[str, Any]:
