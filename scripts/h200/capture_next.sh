@@ -6,6 +6,8 @@
 # speed ratio on one more host); that encoder lives in /tmp/dgxperf-pretrain-large.
 # ITEM=base runs the table's runs at preset base (12 x 768; done on an H100 on 2026-12-06,
 # docs/benchmarks/2026-12-06-h100-base-preset/), its encoder in /tmp/dgxperf-pretrain-base.
+# ITEM=speed, for a call with too little device time for the encoder: bench launch, then the three recipes one
+# epoch each from scratch and the profiled optimized step (the speed half of the 3x line, no accuracy).
 # ITEM=graphs or ITEM=ablation runs instead the two measurements that need no encoder, done on an H100 on
 # 2026-12-06 (docs/benchmarks/2026-12-06-h100-graphs-ablation/): the graphed step under the profiler and
 # the compile probe (capture_graphs.sh), or the ablation with every batch shape warmed up
@@ -54,6 +56,16 @@ if [[ "$item" == table || "$item" == base ]]; then
   expect="baseline@470 guide@125 optimized@90 optimized:profile_steps=10@100"
   OUT=$OUT KEEP_DONE=yes RUN_LIMIT_S=560 RUNS="$runs" ENCODER="$keep/$preset" SET="preset=$preset" EXPECT="$expect" \
     END_S=$((590 - SECONDS)) STOP_AFTER_S=$((500 - SECONDS)) bash "$here/capture_seeds.sh"
+elif [[ "$item" == speed ]]; then
+  # For a call with too little device time left for the 80-epoch encoder (~420 s): the three recipes'
+  # speed alone, one epoch each from scratch (an epoch's time does not depend on the weights), and the
+  # profiled optimized step. Accuracy needs the encoder, so this answers only the speed half of the 3x line.
+  echo "== ${card:-no GPU named}: the recipes' speed, one epoch each from scratch"
+  bash "$here/host_header.sh" | tee "$OUT/log-host.txt"
+  OUT=$OUT ENCODER=none EPOCHS=1 RUN_LIMIT_S=300 \
+    RUNS="${RUNS:-optimized:1 guide:1 optimized:1:profile_steps=10 baseline:1 optimized:2 guide:2}" \
+    EXPECT="baseline@200 guide@70 optimized@60 optimized:profile_steps=10@70" \
+    END_S=$((570 - SECONDS)) STOP_AFTER_S=$((500 - SECONDS)) bash "$here/capture_seeds.sh"
 elif [[ "$item" == graphs ]]; then
   echo "== ${card:-no GPU named}: the graphed step under the profiler, and the compile probe"
   OUT=$OUT bash "$here/capture_graphs.sh"
@@ -62,6 +74,6 @@ elif [[ "$item" == ablation ]]; then
   OUT=$OUT RUN=/tmp/dgxperf-validate-ablation LIMIT_S=540 \
     EXTRA="--skip doctor --skip bench --skip pretrain --skip train --skip advise" bash "$here/capture_validate.sh"
 else
-  echo "ITEM=$item: expected table, base, graphs or ablation" >&2
+  echo "ITEM=$item: expected table, base, speed, graphs or ablation" >&2
   exit 2
 fi

@@ -26,19 +26,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 log="$OUT/log-table.txt"
 sub="${PRESET:-large}"
 {
-  echo "== $(date -u +%FT%TZ) $(nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader)"
-  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
-  # the host's side of the speed ratio: guide's host-bound step follows what a launch costs this host
-  echo "== host: $(grep -m 1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs), $(nproc) cores"
-  python3 -m dgxperf bench launch --json 2>&1 | python3 -c '
-import json, sys
-text = sys.stdin.read()
-try:
-    launch = json.loads(text)["summary"]["launch"]
-except (ValueError, KeyError):
-    print("== bench launch failed:", (text.strip().splitlines() or ["no output"])[-1])
-else:
-    print("== bench launch:", json.dumps(launch))'
+  bash "$(dirname "${BASH_SOURCE[0]}")/host_header.sh"
   if [[ -f "$KEEP/$sub/encoder.pt" ]]; then
     echo "== encoder kept from an earlier call: $(ls -l --time-style=+%FT%T "$KEEP/$sub/encoder.pt")"
   else
