@@ -7,7 +7,8 @@
 # ITEM=base runs the table's runs at preset base (12 x 768; done on an H100 on 2026-12-06,
 # docs/benchmarks/2026-12-06-h100-base-preset/), its encoder in /tmp/dgxperf-pretrain-base.
 # ITEM=speed, for a call with too little device time for the encoder: bench launch, then the three recipes one
-# epoch each from scratch and the profiled optimized step (the speed half of the 3x line, no accuracy).
+# epoch each from scratch and the profiled optimized step (the speed half of the 3x line, no accuracy);
+# CALL_S (570) is the second by which its runs must have ended, for a call with less device time left.
 # ITEM=graphs or ITEM=ablation runs instead the two measurements that need no encoder, done on an H100 on
 # 2026-12-06 (docs/benchmarks/2026-12-06-h100-graphs-ablation/): the graphed step under the profiler and
 # the compile probe (capture_graphs.sh), or the ablation with every batch shape warmed up
@@ -65,7 +66,7 @@ elif [[ "$item" == speed ]]; then
   OUT=$OUT ENCODER=none EPOCHS=1 RUN_LIMIT_S=300 \
     RUNS="${RUNS:-optimized:1 guide:1 optimized:1:profile_steps=10 baseline:1 optimized:2 guide:2}" \
     EXPECT="baseline@200 guide@70 optimized@60 optimized:profile_steps=10@70" \
-    END_S=$((570 - SECONDS)) STOP_AFTER_S=$((500 - SECONDS)) bash "$here/capture_seeds.sh"
+    END_S=$((${CALL_S:-570} - SECONDS)) STOP_AFTER_S=$((${CALL_S:-570} - 70 - SECONDS)) bash "$here/capture_seeds.sh"
 elif [[ "$item" == graphs ]]; then
   echo "== ${card:-no GPU named}: the graphed step under the profiler, and the compile probe"
   OUT=$OUT bash "$here/capture_graphs.sh"
