@@ -194,6 +194,32 @@ def test_a_real_graphed_step_is_one_replay_a_step_and_keeps_the_gpu_busy() -> No
     assert "(1 of them CUDA-graph replays)" in profile_line(graphed | {"trace": "x"})
 
 
+def test_a_real_step_with_pool_gradients_has_no_gradient_add_a_parameter() -> None:
+    """`optimized` with `graph_grads=pool` (its default since 2026-12-06; H100, R-Drop, 1 epoch from scratch,
+    2 of its 10 profiled steps, cut with scripts/h200/trim_trace.py; docs/benchmarks/2026-12-06-h100-speed-launch/
+    has the run), against the same graphed step with `graph_grads=fixed`: backward no longer adds each
+    parameter's gradient into a buffer of its own, one fp32 add kernel a parameter."""
+    pool_trace = load_trace(PROFILES / "h100-optimized-pool.json.gz")
+    fixed_trace = load_trace(PROFILES / "h100-optimized-graphed.json.gz")
+    pool, fixed = summarize_trace(pool_trace), summarize_trace(fixed_trace)
+
+    def fp32_adds(trace: dict[str, Any], steps: int) -> tuple[float, float]:
+        """fp32 out-of-place add kernels a step, and their ms a step"""
+        adds = [
+            e
+            for e in trace["traceEvents"]
+            if e.get("cat") == "kernel" and "CUDAFunctor_add<float>" in e["name"]
+        ]
+        return len(adds) / steps, sum(e["dur"] for e in adds) / 1000 / steps
+
+    pool_count, pool_ms = fp32_adds(pool_trace, pool["steps"])
+    fixed_count, fixed_ms = fp32_adds(fixed_trace, fixed["steps"])
+    assert pool["steps"] == 2 and pool["graph_launches_per_step"] == 1 and pool["bound"] == "gpu"
+    assert fixed_count > 296 > 30 > pool_count  # at least one a parameter: the large preset has 296 tensors
+    assert fixed_ms > 2 > 0.5 > pool_ms
+    assert 0.45 < next(c["share"] for c in pool["kernel_classes"] if c["class"] == "gemm") < 0.6
+
+
 def test_a_real_fp32_step_is_gpu_bound_with_its_host_waiting_in_the_unpinned_batch_copy() -> None:
     """`baseline` (fp32, TF32 off, no pinned memory; H100, preset base, 1 epoch from scratch, 3 of its 10
     profiled steps, cut with scripts/h200/trim_trace.py; docs/benchmarks/2026-12-06-h100-base-preset/profiled/
