@@ -7,6 +7,7 @@ import json
 import time
 from pathlib import Path
 
+import jsonschema
 import pytest
 from rich.console import Console
 
@@ -129,3 +130,27 @@ def test_bench_all_keeps_its_ceilings_when_the_launch_test_fails(monkeypatch: py
     monkeypatch.setattr(launch, "run", capture_fails)
     assert suite.launch_or_note(device, 3, None, notes) == []
     assert notes == ["launch skipped: CUDA error: operation not permitted when stream is capturing"]
+
+
+def test_the_first_gpu_figures_fit_the_schema_and_show_what_a_graph_saves() -> None:
+    """`bench launch` on a lent H100 host, once in each of three calls (the lines `host_header.sh` wrote,
+    docs/benchmarks/2026-12-06-h100-speed-launch/log-host.txt): the summary as the schema has it, and what
+    CUDA graphs are for, a replayed kernel several times cheaper than one issued eagerly."""
+    log = Path(__file__).resolve().parents[2] / "docs/benchmarks/2026-12-06-h100-speed-launch/log-host.txt"
+    prefix = "== bench launch: "
+    summaries = [
+        json.loads(line[len(prefix) :]) for line in log.read_text().splitlines() if line.startswith(prefix)
+    ]
+    assert len(summaries) == 3
+    schema = json.loads((Path(launch.__file__).parents[1] / "schemas/bench.v1.json").read_text())
+    launch_schema = schema["$defs"]["summary"]["properties"]["launch"]
+    for summary in summaries:
+        jsonschema.validate(summary, launch_schema)
+        eager, graph = summary["eager"], summary["graph"]
+        assert (
+            4 < eager["us_per_op"] < 10
+        )  # issued under the launch queue: the host's clock, not the kernel's
+        assert eager["wall_us_per_op"] >= eager["us_per_op"]
+        assert graph["us_per_op"] * 3 < eager["us_per_op"]
+        # one replay of 100 kernels costs the host less than issuing one kernel eagerly
+        assert graph["host_us_per_replay"] < eager["us_per_op"]
