@@ -375,3 +375,24 @@ def test_summarize_runs_reads_each_runs_gpu_busy_share_from_the_calls_recordings
     ).stdout  # fmt: skip
     pool = next(line for line in printed.splitlines() if line.startswith("optimized-s1-graph_gradspool "))
     assert pool.endswith(", GPU busy 87%")
+
+
+def test_summarize_runs_reads_what_a_launch_cost_the_host_from_the_calls_logs(tmp_path: Path) -> None:
+    """The speed-launch folder's log-host.txt holds three calls' `bench launch` lines (an H100 host): their
+    medians. A folder whose logs predate the lines gives none; a cut line is skipped, the others still count."""
+    module = summarize_runs_module()
+    host = module.host_launch(ROOT / "docs" / "benchmarks" / "2026-12-06-h100-speed-launch")
+    assert host == {"readings": 3, "eager_us": 5.978, "graph_us": 0.998}
+    assert module.host_line(host) == (
+        "host: one eager launch 5.98 µs (median of 3 reading(s)), a replayed kernel 1.00 µs"
+    )
+    assert module.host_launch(ROOT / "docs" / "benchmarks" / "2026-12-06-h100-rdrop-share-pairs") is None
+
+    (tmp_path / "log-table-call1.txt").write_text(
+        '== bench launch: {"eager": {"us_per_op": 2.0, "wall_us_per_op": 2.0}}\n'
+        '== bench launch: {"eager": {"us_per_op": 3.0\n'
+        "== bench launch failed: no GPU\n"
+    )
+    host = module.host_launch(tmp_path)
+    assert host == {"readings": 1, "eager_us": 2.0, "graph_us": None}
+    assert module.host_line(host) == "host: one eager launch 2.00 µs (median of 1 reading(s))"

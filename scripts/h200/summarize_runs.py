@@ -8,7 +8,8 @@ over its seeds. Run as
 
 (--table: issue 4's Markdown table, one row per run, for a docs/benchmarks README). Where the folder keeps the
 calls' logs and NVML recordings (log-seeds[-callN].txt, monitor-seeds[-callN].jsonl), each run's line also says
-how busy the GPU was over its epochs (SM active; gpu_busy). Last, each recipe's plain
+how busy the GPU was over its epochs (SM active; gpu_busy), and where the calls' logs open with `bench
+launch` (host_header.sh), what one kernel launch cost that host (host_launch). Last, each recipe's plain
 runs with the same fields from one encoder: how many, their mean and range, how many reached issue 4's 86%,
 and a majority vote of their test answers; and the same over every recipe's runs with fields several share.
 
@@ -131,6 +132,37 @@ def gpu_busy(folder: Path, runs: list[dict[str, Any]]) -> dict[str, float]:
             if active:
                 busy[name] = max(sum(active[i : i + width]) / width for i in range(len(active) - width + 1))
     return busy
+
+
+def host_launch(folder: Path) -> dict[str, Any] | None:
+    """What one kernel launch cost the host the runs ran on: the `== bench launch:` lines that
+    host_header.sh wrote at the head of each call's log (log-host.txt, log-table*.txt), as medians over the
+    calls. guide's speed, and so optimized's ratio to it, follows that figure. None without such a line."""
+    prefix = "== bench launch: "
+    readings: list[dict[str, Any]] = []
+    for log in sorted([*folder.glob("log-host*.txt"), *folder.glob("log-table*.txt")]):
+        for line in log.read_text(errors="replace").splitlines():
+            if line.startswith(prefix):
+                try:
+                    readings.append(json.loads(line[len(prefix) :]))
+                except ValueError:
+                    continue  # a cut line: the other calls still count
+    eager = [r["eager"]["us_per_op"] for r in readings if "us_per_op" in r.get("eager", {})]
+    graph = [r["graph"]["us_per_op"] for r in readings if "us_per_op" in r.get("graph", {})]
+    if not eager:
+        return None
+    return {
+        "readings": len(eager),
+        "eager_us": statistics.median(eager),
+        "graph_us": statistics.median(graph) if graph else None,
+    }
+
+
+def host_line(host: dict[str, Any]) -> str:
+    graph = f", a replayed kernel {host['graph_us']:.2f} µs" if host["graph_us"] is not None else ""
+    return (
+        f"host: one eager launch {host['eager_us']:.2f} µs (median of {host['readings']} reading(s)){graph}"
+    )
 
 
 def describe(folder: Path) -> dict[str, Any] | None:
@@ -439,10 +471,13 @@ def main() -> int:
     )
     args = parser.parse_args()
     runs = []
+    hosts = {}
     for folder in args.folders:
         if not folder.is_dir():
             print(f"{folder}: not a folder", file=sys.stderr)
             return 2
+        if host := host_launch(folder):
+            hosts[str(folder)] = host
         found = [r for child in sorted(folder.iterdir()) if child.is_dir() and (r := describe(child))]
         busy = gpu_busy(folder, found)
         for r in found:
@@ -461,12 +496,16 @@ def main() -> int:
         write_curves(runs, args.curves)
     if args.table:
         print(markdown_table(runs))
+        for folder, host in hosts.items():
+            print(f"\n{folder}: {host_line(host)}")
         return 0
     paired = pairs(runs)
     if args.json:
         print(json.dumps({"runs": runs, "pairs": paired, "changes": by_change(paired), "recipes": by_recipe(runs),
-                          "profiled": profiled}, indent=1))  # fmt: skip
+                          "profiled": profiled, "hosts": hosts}, indent=1))  # fmt: skip
         return 0
+    for folder, host in hosts.items():
+        print(f"{folder}: {host_line(host)}")
     for r in runs:
         fields = ",".join(f"{k}={v}" for k, v in r["variant"].items()) or "-"
         pool = (r["cuda_graphs"] or {}).get("capture_pool_bytes")
