@@ -33,6 +33,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from dgxperf.monitor.sources import RecordingError, read_recording
 from dgxperf.render import profile_line
 from dgxperf.report.validate import read_metrics_records
 from dgxperf.train import recipes
@@ -111,24 +112,19 @@ def gpu_busy(folder: Path, runs: list[dict[str, Any]]) -> dict[str, float]:
     for log in sorted(folder.glob("log-seeds*.txt")):
         recording = folder / f"monitor-seeds{log.stem.removeprefix('log-seeds')}.jsonl"
         try:
-            header, *lines = recording.read_text().splitlines()
-            opened = json.loads(header)
-            started_at = datetime.datetime.fromisoformat(opened["started_at"].replace("Z", "+00:00"))
-            interval_s = float(opened.get("interval_s") or 1.0)  # the monitor's sampling period
-            samples = [json.loads(line) for line in lines if line.strip()]
-        except (OSError, ValueError, KeyError):
+            header, samples, _ = read_recording(recording)
+            started_at = datetime.datetime.fromisoformat(header.started_at.replace("Z", "+00:00"))
+        except (RecordingError, ValueError):
             continue
         for name, (began, ended) in run_windows(log.read_text(), started_at).items():
             if name not in epochs:
                 continue
             active = [
-                s["gpus"][0]["sm_active_pct"]
+                pct
                 for s in samples
-                if began <= s["t"] <= ended
-                and s.get("gpus")
-                and s["gpus"][0].get("sm_active_pct") is not None
+                if began <= s.t <= ended and s.gpus and (pct := s.gpus[0].get("sm_active_pct")) is not None
             ]
-            width = min(len(active), max(1, round(epochs[name] / interval_s)))
+            width = min(len(active), max(1, round(epochs[name] / header.interval_s)))
             if active:
                 busy[name] = max(sum(active[i : i + width]) / width for i in range(len(active) - width + 1))
     return busy

@@ -17,7 +17,7 @@ from dgxperf.bench.device import open_device
 from dgxperf.bench.suite import BenchReport
 from dgxperf.render import render_bench
 from tests.test_cli import dgxperf, no_traceback
-from tests.test_schemas import assert_invalid, assert_valid
+from tests.test_schemas import assert_invalid, assert_valid, schema
 
 
 def test_issue_times_separate_issuing_from_finishing() -> None:
@@ -142,8 +142,7 @@ def test_the_first_gpu_figures_fit_the_schema_and_show_what_a_graph_saves() -> N
         json.loads(line[len(prefix) :]) for line in log.read_text().splitlines() if line.startswith(prefix)
     ]
     assert len(summaries) == 3
-    schema = json.loads((Path(launch.__file__).parents[1] / "schemas/bench.v1.json").read_text())
-    launch_schema = schema["$defs"]["summary"]["properties"]["launch"]
+    launch_schema = schema("bench")["$defs"]["summary"]["properties"]["launch"]
     for summary in summaries:
         jsonschema.validate(summary, launch_schema)
         eager, graph = summary["eager"], summary["graph"]
