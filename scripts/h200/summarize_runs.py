@@ -467,7 +467,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     runs = []
-    hosts = {}
+    hosts: dict[str, dict[str, Any]] = {}
     for folder in args.folders:
         if not folder.is_dir():
             print(f"{folder}: not a folder", file=sys.stderr)

@@ -146,9 +146,8 @@ def test_the_first_gpu_figures_fit_the_schema_and_show_what_a_graph_saves() -> N
     for summary in summaries:
         jsonschema.validate(summary, launch_schema)
         eager, graph = summary["eager"], summary["graph"]
-        assert (
-            4 < eager["us_per_op"] < 10
-        )  # issued under the launch queue: the host's clock, not the kernel's
+        # issued under the launch queue: the host's clock, not the kernel's
+        assert 4 < eager["us_per_op"] < 10
         assert eager["wall_us_per_op"] >= eager["us_per_op"]
         assert graph["us_per_op"] * 3 < eager["us_per_op"]
         # one replay of 100 kernels costs the host less than issuing one kernel eagerly
