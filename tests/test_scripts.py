@@ -359,7 +359,7 @@ def test_summarize_runs_reads_each_runs_gpu_busy_share_from_the_calls_recordings
     assert module.gpu_busy(copy, runs) == {}
 
     # the log prints times of day: past midnight they belong to the monitor's next day
-    started = datetime.datetime(2026, 12, 6, 23, 59, 30, tzinfo=datetime.UTC)
+    started = datetime.datetime(2026, 12, 6, 23, 59, 30, tzinfo=datetime.timezone.utc)
     log = "== guide seed 3 (lr=1e-4,rdrop_alpha=0) 23:59:40 (limit 500 s)\nx\nexit 0 00:01:10\n"
     windows = module.run_windows(log, started)
     assert list(windows) == ["guide-s3-lr1e-4-rdrop_alpha0"]

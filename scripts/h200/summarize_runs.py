@@ -81,7 +81,7 @@ def run_windows(log_text: str, started_at: datetime.datetime) -> dict[str, tuple
 
     def at(clock: str) -> float:
         moment = datetime.datetime.combine(
-            started_at.date(), datetime.time.fromisoformat(clock), datetime.UTC
+            started_at.date(), datetime.time.fromisoformat(clock), datetime.timezone.utc
         )
         if moment < started_at - datetime.timedelta(minutes=1):
             moment += datetime.timedelta(days=1)
@@ -409,7 +409,7 @@ def markdown_table(runs: list[dict[str, Any]]) -> str:
 
 def group_label(run: dict[str, Any]) -> str:
     fields = ",".join(f"{k}={v}" for k, v in run["variant"].items())
-    return run["recipe"] + (f" ({fields})" if fields else "")
+    return str(run["recipe"]) + (f" ({fields})" if fields else "")
 
 
 def write_curves(runs: list[dict[str, Any]], path: Path) -> None:
@@ -513,9 +513,10 @@ def main() -> int:
             if r["fused_test_accuracy"] is not None
             else ""
         )
-        busy = f", GPU busy {r['gpu_busy_pct']:.0f}%" if r["gpu_busy_pct"] is not None else ""
+        busy_note = f", GPU busy {r['gpu_busy_pct']:.0f}%" if r["gpu_busy_pct"] is not None else ""
         print(f"{r['run']:<48} {r['recipe']:<9} seed {r['seed']}  test {100 * r['test_accuracy']:.2f}%{fused}  "
-              f"samples/s {r['samples_per_s']}  {fields}{memory if r['peak_memory_gb'] else ''}{busy}")  # fmt: skip
+              f"samples/s {r['samples_per_s']}  {fields}{memory if r['peak_memory_gb'] else ''}"
+              f"{busy_note}")  # fmt: skip
     for r in profiled:
         print(f"{r['run']:<48} {r['recipe']:<9} seed {r['seed']}  test {100 * r['test_accuracy']:.2f}%  "
               f"samples/s {r['samples_per_s']}, profiled (in no group, pair or table): "
