@@ -82,8 +82,8 @@ def main():
             shape = gemm.Shape("square", size, size, size)
             results.append(alternate(
                 f"bf16 GEMM {shape} sustained",
-                lambda: gemm.measure("bf16", shape, device, batches=10, preload_s=0.5, sensor=sensor),
-                lambda: plain_gemm(size, size, size, seconds=0.2, preload=0.5),
+                lambda shape=shape: gemm.measure("bf16", shape, device, batches=10, preload_s=0.5, sensor=sensor),
+                lambda size=size: plain_gemm(size, size, size, seconds=0.2, preload=0.5),
             ))
 
         def rested(fn):
@@ -105,8 +105,8 @@ def main():
         for size in (256 << 20, 1 << 30):
             results.append(alternate(
                 f"H2D pinned {size >> 20} MiB",
-                lambda: pcie.measure("h2d", True, size, device, peak, batches=10),
-                lambda: plain_h2d(size),
+                lambda size=size: pcie.measure("h2d", True, size, device, peak, batches=10),
+                lambda size=size: plain_h2d(size),
             ))
     print(json.dumps({"device": device.name, "torch": torch.__version__, "results": results}, indent=1))
 
