@@ -70,8 +70,8 @@ def test_the_compile_probe_dry_runs_its_step_graph_variant_on_the_cpu() -> None:
     assert result.returncode == 0, result.stderr[-2000:]
     plain, graphed = (json.loads(line) for line in result.stdout.splitlines())
     assert plain["ok"] and graphed["ok"], (plain, graphed)
-    # Not equal to the last digit: CI's CPU once rounded the plain step's third loss to 0.6588 where the
-    # whole-step graph gave 0.65878 (both gave 0.65878 here), as bf16 kernels differ a little by CPU. Each
+    # Not equal to the last digit: the probe's plain step and the trainer's recorded step are two code paths,
+    # and on CI's CPU their third losses rounded apart (0.6588 against 0.65878; 0.65878 both here). Each
     # update moves the loss 0.007-0.014, 14-28x the tolerance, so a step skipped or taken twice still fails.
     assert graphed["first_losses"] == pytest.approx(plain["first_losses"], abs=5e-4)
     assert graphed["step_graph"]["captured"] == 0 and plain["step_graph"] is None
