@@ -65,11 +65,15 @@ def trace(
     console.print(profile_line(summary), highlight=False)
     if summary["kernel_classes"]:
         classes = Table(title="kernel time by class", title_justify="left")
-        for column in ("class", "ms a step", "share"):
-            classes.add_column(column, justify="left" if column == "class" else "right")
+        for column in ("class", "ms a step", "share", "largest kernels (ms a step)"):
+            classes.add_column(column, justify="right" if column in ("ms a step", "share") else "left")
         for row in summary["kernel_classes"]:
+            largest = "\n".join(f"{k['name']} {k['ms_per_step']:.3f}" for k in row.get("kernels", []))
             classes.add_row(
-                KERNEL_CLASS_WORDS[row["class"]], f"{row['ms_per_step']:.3f}", f"{100 * row['share']:.1f}%"
+                KERNEL_CLASS_WORDS[row["class"]],
+                f"{row['ms_per_step']:.3f}",
+                f"{100 * row['share']:.1f}%",
+                largest,
             )
         console.print(classes)
     for title, rows, key in (

@@ -24,7 +24,9 @@ Trace Analysis does, so it works on any PyTorch profiler trace (``dgxperf.train.
 - ``kernel_classes``: the steps' kernel time by what the kernels do (:func:`kernel_class`: GEMMs, attention,
   elementwise and norms, copies and casts, optimizer, communication), largest first, each in ms a step and
   as a share of the kernel time. On a GPU-bound step it says what the GPU's time went to, and so which lever
-  is left (as Holistic Trace Analysis's kernel breakdown does);
+  is left (as Holistic Trace Analysis's kernel breakdown does). Each class names its three largest kernels
+  (``kernels``, Inductor's numbered copies of one fusion summed: :func:`kernel_family`): which fusion the
+  elementwise time goes to, say;
 - ``top_cpu_ops`` and ``top_kernels``: self time per step of the host's operators, time per step of the
   GPU's kernels.
 
@@ -52,6 +54,8 @@ API_CATEGORIES = ("cuda_runtime", "cuda_driver")
 STEP_PREFIX = "ProfilerStep#"
 GPU_STEP_CATEGORY = "gpu_user_annotation"
 TOP = 8
+TOP_PER_CLASS = 3
+_INDUCTOR_KERNEL = re.compile(r"^(triton_(?:poi|per|red)_.+)_\d+$")
 _GRAPH_IDS = ((re.compile(r"CompiledFxGraph [0-9a-z]+"), "CompiledFxGraph"),
               (re.compile(r"Torch-Compiled Region: \d+/\d+"), "Torch-Compiled Region"))  # fmt: skip
 
@@ -133,13 +137,35 @@ def kernel_class(name: str) -> str:
     return "copy" if _PURE_CAST.match(lower) else "elementwise"
 
 
+def kernel_family(name: str) -> str:
+    """An Inductor kernel's name without its trailing number (``triton_poi_fused_gelu_view_8`` and ``_9`` are
+    ``triton_poi_fused_gelu_view``): Inductor numbers the kernels of each graph it compiles, so one fusion
+    compiled for several block shapes, or in several graphs, has several names. Other kernels keep theirs."""
+    match = _INDUCTOR_KERNEL.match(name)
+    return match.group(1) if match else name
+
+
+def _largest(times: dict[str, float], steps: int, count: int) -> list[dict[str, Any]]:
+    """The ``count`` largest of ``times`` (µs over the steps by kernel name), in ms a step, largest first."""
+    ranked = sorted(times.items(), key=lambda item: -item[1])[:count]
+    return [{"name": name[:120], "ms_per_step": round(us / 1e3 / steps, 3)} for name, us in ranked]
+
+
 def _class_times(kernel_time: dict[str, float], steps: int) -> list[dict[str, Any]]:
     by_class: dict[str, float] = defaultdict(float)
+    by_family: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for name, us in kernel_time.items():
-        by_class[kernel_class(name)] += us
+        label = kernel_class(name)
+        by_class[label] += us
+        by_family[label][kernel_family(name)] += us
     total = sum(by_class.values())
     return [
-        {"class": label, "ms_per_step": round(us / 1e3 / steps, 3), "share": round(us / total, 4)}
+        {
+            "class": label,
+            "ms_per_step": round(us / 1e3 / steps, 3),
+            "share": round(us / total, 4),
+            "kernels": _largest(by_family[label], steps, TOP_PER_CLASS),
+        }
         for label, us in sorted(by_class.items(), key=lambda item: -item[1])
     ]
 
@@ -253,10 +279,7 @@ def summarize_trace(trace: dict[str, Any], drop_last: bool = False) -> dict[str,
             {"name": name[:120], "self_ms_per_step": round(us / 1e3 / count, 3)}
             for name, us in sorted(self_times.items(), key=lambda item: -item[1])[:TOP]
         ],
-        "top_kernels": [
-            {"name": name[:120], "ms_per_step": round(us / 1e3 / count, 3)}
-            for name, us in sorted(kernel_time.items(), key=lambda item: -item[1])[:TOP]
-        ],
+        "top_kernels": _largest(kernel_time, count, TOP),
     }
 
 
