@@ -839,3 +839,50 @@ def test_encoder_s_speed_figures_the_readme_quotes() -> None:
     shares = {c["class"]: round(100 * c["share"]) for c in profile["kernel_classes"]}
     assert {k: shares[k] for k in ("gemm", "elementwise", "attention", "optimizer")} == {
         "gemm": 49, "elementwise": 29, "attention": 15, "optimizer": 6}  # fmt: skip
+
+
+def test_encoder_s_profiled_trace_is_the_one_its_result_summarizes_and_says_where_elementwise_time_goes() -> (
+    None
+):
+    """The trace came back with the run: it gives result.json's profile again, and its elementwise 29% is GELU
+    (about 30%), dropout, residual adds and LayerNorm (about half) and the gradient of the fused QKV (a tenth)."""
+    from dgxperf.train.trace import STEP_PREFIX, kernel_class, kernel_family, load_trace, summarize_trace
+
+    folder = BENCH / ENCODER_S / S_PROFILED
+    trace = load_trace(folder / "profile/trace.json.gz")
+    summary = summarize_trace(trace)
+    quoted = encoder_s_result(S_PROFILED)["profile"]
+    for field in set(quoted) - {"trace", "requested_steps", "kernel_classes"}:
+        assert summary[field] == quoted[field], field
+    assert [{k: v for k, v in c.items() if k != "kernels"} for c in summary["kernel_classes"]] == quoted[
+        "kernel_classes"
+    ]
+    elementwise = next(c for c in summary["kernel_classes"] if c["class"] == "elementwise")
+    assert [(k["name"], k["ms_per_step"]) for k in elementwise["kernels"]] == [
+        ("triton_poi_fused_gelu_gelu_backward_view", 3.42),
+        ("triton_poi_fused_gelu_view", 2.415),
+        ("triton_per_fused__to_copy_add_native_dropout_backward_native_layer_norm_backward_view", 2.413),
+    ]
+    marks = [e for e in trace["traceEvents"] if str(e.get("name", "")).startswith(STEP_PREFIX)]
+    host = [e for e in marks if e.get("cat") != "gpu_user_annotation"]
+    start, end = min(e["ts"] for e in host), max(e["ts"] + e["dur"] for e in host)
+    groups = {"gelu": 0.0, "qkv_grad": 0.0, "dropout_residual_norm": 0.0, "other": 0.0}
+    for event in trace["traceEvents"]:
+        if event.get("cat") != "kernel" or not start <= event["ts"] < end:
+            continue
+        if kernel_class(event["name"]) != "elementwise":
+            continue
+        family = kernel_family(event["name"])
+        if "gelu" in family:
+            group = "gelu"
+        elif "_cat_" in family:
+            group = "qkv_grad"
+        elif family.startswith("triton_") and ("dropout" in family or "layer_norm" in family):
+            group = "dropout_residual_norm"
+        else:
+            group = "other"
+        groups[group] += event["dur"]
+    total = sum(groups.values())
+    assert round(total / 1e3 / summary["steps"], 1) == round(elementwise["ms_per_step"], 1) == 22.7
+    shares = {group: round(100 * us / total) for group, us in groups.items()}
+    assert shares == {"gelu": 30, "qkv_grad": 10, "dropout_residual_norm": 52, "other": 7}
