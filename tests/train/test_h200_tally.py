@@ -846,7 +846,14 @@ def test_encoder_s_profiled_trace_is_the_one_its_result_summarizes_and_says_wher
 ):
     """The trace came back with the run: it gives result.json's profile again, and its elementwise 29% is GELU
     (about 30%), dropout, residual adds and LayerNorm (about half) and the gradient of the fused QKV (a tenth)."""
-    from dgxperf.train.trace import STEP_PREFIX, kernel_class, kernel_family, load_trace, summarize_trace
+    from dgxperf.train.trace import (
+        GPU_STEP_CATEGORY,
+        STEP_PREFIX,
+        kernel_class,
+        kernel_family,
+        load_trace,
+        summarize_trace,
+    )
 
     folder = BENCH / ENCODER_S / S_PROFILED
     trace = load_trace(folder / "profile/trace.json.gz")
@@ -864,7 +871,7 @@ def test_encoder_s_profiled_trace_is_the_one_its_result_summarizes_and_says_wher
         ("triton_per_fused__to_copy_add_native_dropout_backward_native_layer_norm_backward_view", 2.413),
     ]
     marks = [e for e in trace["traceEvents"] if str(e.get("name", "")).startswith(STEP_PREFIX)]
-    host = [e for e in marks if e.get("cat") != "gpu_user_annotation"]
+    host = [e for e in marks if e.get("cat") != GPU_STEP_CATEGORY]
     start, end = min(e["ts"] for e in host), max(e["ts"] + e["dur"] for e in host)
     groups = {"gelu": 0.0, "qkv_grad": 0.0, "dropout_residual_norm": 0.0, "other": 0.0}
     for event in trace["traceEvents"]:
