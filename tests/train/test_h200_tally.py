@@ -841,35 +841,11 @@ def test_encoder_s_speed_figures_the_readme_quotes() -> None:
         "gemm": 49, "elementwise": 29, "attention": 15, "optimizer": 6}  # fmt: skip
 
 
-def test_encoder_s_profiled_trace_is_the_one_its_result_summarizes_and_says_where_elementwise_time_goes() -> (
-    None
-):
-    """The trace came back with the run: it gives result.json's profile again, and its elementwise 29% is GELU
-    (about 30%), dropout, residual adds and LayerNorm (about half) and the gradient of the fused QKV (a tenth)."""
-    from dgxperf.train.trace import (
-        GPU_STEP_CATEGORY,
-        STEP_PREFIX,
-        kernel_class,
-        kernel_family,
-        load_trace,
-        summarize_trace,
-    )
+def elementwise_groups(trace: dict[str, Any]) -> dict[str, float]:
+    """The profiled steps' elementwise kernel time (µs) by what the fusion does, from its name: GELU, the
+    fused QKV's gradient (``cat``), dropout with the residual adds and LayerNorm, other."""
+    from dgxperf.train.trace import GPU_STEP_CATEGORY, STEP_PREFIX, kernel_class, kernel_family
 
-    folder = BENCH / ENCODER_S / S_PROFILED
-    trace = load_trace(folder / "profile/trace.json.gz")
-    summary = summarize_trace(trace)
-    quoted = encoder_s_result(S_PROFILED)["profile"]
-    for field in set(quoted) - {"trace", "requested_steps", "kernel_classes"}:
-        assert summary[field] == quoted[field], field
-    assert [{k: v for k, v in c.items() if k != "kernels"} for c in summary["kernel_classes"]] == quoted[
-        "kernel_classes"
-    ]
-    elementwise = next(c for c in summary["kernel_classes"] if c["class"] == "elementwise")
-    assert [(k["name"], k["ms_per_step"]) for k in elementwise["kernels"]] == [
-        ("triton_poi_fused_gelu_gelu_backward_view", 3.42),
-        ("triton_poi_fused_gelu_view", 2.415),
-        ("triton_per_fused__to_copy_add_native_dropout_backward_native_layer_norm_backward_view", 2.413),
-    ]
     marks = [e for e in trace["traceEvents"] if str(e.get("name", "")).startswith(STEP_PREFIX)]
     host = [e for e in marks if e.get("cat") != GPU_STEP_CATEGORY]
     start, end = min(e["ts"] for e in host), max(e["ts"] + e["dur"] for e in host)
@@ -889,7 +865,39 @@ def test_encoder_s_profiled_trace_is_the_one_its_result_summarizes_and_says_wher
         else:
             group = "other"
         groups[group] += event["dur"]
+    return groups
+
+
+@pytest.mark.parametrize(
+    ("encoder", "largest", "elementwise_ms", "shares"),
+    [
+        (ENCODER_R, (3.374, 2.39, 2.365), 22.4, {"gelu": 30, "qkv_grad": 10, "dropout_residual_norm": 52, "other": 7}),
+        (ENCODER_S, (3.42, 2.415, 2.413), 22.7, {"gelu": 30, "qkv_grad": 10, "dropout_residual_norm": 52, "other": 7}),
+    ],
+)  # fmt: skip
+def test_the_profiled_traces_give_their_results_again_and_say_where_elementwise_time_goes(
+    encoder: str, largest: tuple[float, ...], elementwise_ms: float, shares: dict[str, int]
+) -> None:
+    """Each trace came back with its run (R's and S's): it gives result.json's profile again, and its elementwise
+    ~29% is dropout, residual adds and LayerNorm (about half), GELU (30%) and the fused QKV's gradient (a tenth)."""
+    from dgxperf.train.trace import load_trace, summarize_trace
+
+    trace = load_trace(BENCH / encoder / "optimized-s1-profile_steps10/profile/trace.json.gz")
+    summary = summarize_trace(trace)
+    quoted = result_in(encoder, "optimized-s1-profile_steps10")["profile"]
+    for field in set(quoted) - {"trace", "requested_steps", "kernel_classes"}:
+        assert summary[field] == quoted[field], field
+    assert [{k: v for k, v in c.items() if k != "kernels"} for c in summary["kernel_classes"]] == quoted[
+        "kernel_classes"
+    ]
+    elementwise = next(c for c in summary["kernel_classes"] if c["class"] == "elementwise")
+    assert [k["name"] for k in elementwise["kernels"]] == [
+        "triton_poi_fused_gelu_gelu_backward_view",
+        "triton_poi_fused_gelu_view",
+        "triton_per_fused__to_copy_add_native_dropout_backward_native_layer_norm_backward_view",
+    ]
+    assert tuple(k["ms_per_step"] for k in elementwise["kernels"]) == largest
+    groups = elementwise_groups(trace)
     total = sum(groups.values())
-    assert round(total / 1e3 / summary["steps"], 1) == round(elementwise["ms_per_step"], 1) == 22.7
-    shares = {group: round(100 * us / total) for group, us in groups.items()}
-    assert shares == {"gelu": 30, "qkv_grad": 10, "dropout_residual_norm": 52, "other": 7}
+    assert round(total / 1e3 / summary["steps"], 1) == round(elementwise["ms_per_step"], 1) == elementwise_ms
+    assert {group: round(100 * us / total) for group, us in groups.items()} == shares
