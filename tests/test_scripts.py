@@ -399,3 +399,23 @@ def test_summarize_runs_reads_what_a_launch_cost_the_host_from_the_calls_logs(tm
     host = module.host_launch(tmp_path)
     assert host == {"readings": 1, "eager_us": 2.0, "graph_us": None}
     assert module.host_line(host) == "host: one eager launch 2.00 µs (median of 1 reading(s))"
+
+
+@pytest.mark.parametrize(
+    ("card", "chosen"),
+    [("NVIDIA H200", "h200-choice"), ("NVIDIA H100 80GB HBM3", "any-choice"), ("", "any-choice")],
+)
+def test_capture_next_takes_h200_item_on_an_h200_only(tmp_path: Path, card: str, chosen: str) -> None:
+    """H200_ITEM=speed runs the speed half of the 3x line on an H200 and ITEM (item 2) on any other card; an item
+    it does not know is refused before anything runs, so its name in the refusal says which one was chosen."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(f"#!/usr/bin/env bash\n[[ -n '{card}' ]] && echo '{card}'\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    result = subprocess.run(
+        ["bash", "scripts/h200/capture_next.sh"], capture_output=True, text=True, cwd=ROOT, timeout=60,
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "OUT": str(tmp_path), "ITEM": "any-choice",
+             "H200_ITEM": "h200-choice"},
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"ITEM={chosen}: expected table, base, speed, graphs or ablation"

@@ -15,6 +15,7 @@
 # (capture_validate.sh with the other phases skipped, resumed from /tmp until validate.json says complete).
 # The same command every call, carrying .data:
 #   OUT=$OUT bash scripts/h200/capture_next.sh
+#   H200_ITEM=speed CALL_S=570 OUT=$OUT bash scripts/h200/capture_next.sh   (short of time: speed on an H200 only)
 # RUNS="recipe:seed ..." replaces the runs the table fine-tunes (capture_seeds.sh's form), e.g. more seeds
 # from an encoder that an earlier call on the still-warm machine left in /tmp.
 # The table keeps what earlier calls on the still-warm machine finished (KEEP_DONE) and resumes a cut
@@ -27,6 +28,9 @@ OUT="${OUT:?set OUT}"
 here="$(dirname "${BASH_SOURCE[0]}")"
 card="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)"
 item="${ITEM:-table}"
+# H200_ITEM replaces ITEM when the card is an H200: H200_ITEM=speed for a session whose device time left would give
+# an H200 the encoder but not all three recipes (the speed half of the 3x line instead), item 2 on any other card.
+[[ "$card" == *H200* && -n "${H200_ITEM:-}" ]] && item="$H200_ITEM"
 if [[ "$item" == table || "$item" == base ]]; then
   if [[ "$item" == base ]]; then
     echo "== ${card:-no GPU named}: the table's runs at preset base (done on an H100 on 2026-12-06)"
