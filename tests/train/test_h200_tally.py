@@ -707,33 +707,6 @@ R_RECIPES = {
     "guide-s3": 86.46,
     "baseline-s1": 86.41,
 }
-R_PROFILED = "optimized-s1-profile_steps10"
-
-encoder_r_result = functools.partial(result_in, ENCODER_R)
-
-
-def test_encoder_r_runs_are_the_recipes_as_they_now_stand_from_one_encoder() -> None:
-    folders = [*R_RECIPES, R_PROFILED]
-    for folder, result in zip(folders, r_drop_fine_tunes_of_one_encoder(ENCODER_R, folders), strict=True):
-        config = result["config"]
-        assert (config["ema_decay"], config["rdrop_share"]) == (0.0, 1.0), folder
-        expected_grads = "pool" if result["recipe"] == "optimized" else "fixed"
-        assert config["graph_grads"] == expected_grads, folder
-        assert config["seed"] == int(folder.split("-s")[1][0]), folder
-    for folder, quoted in R_RECIPES.items():
-        assert round(100 * encoder_r_result(folder)["test"]["accuracy"], 2) == quoted, folder
-    # the profiled run is seed 1 again: the profiler changes the timing, not the model
-    assert encoder_r_result(R_PROFILED)["test"] == encoder_r_result("optimized-s1")["test"]
-
-
-def test_encoder_r_profiled_step_the_readme_quotes() -> None:
-    """One replay a step, GPU bound, GEMMs about half the kernel time (48% on the first host, 49% here)."""
-    profile = encoder_r_result(R_PROFILED)["profile"]
-    assert (profile["steps"], profile["bound"], profile["graph_launches_per_step"]) == (10, "gpu", 1.0)
-    assert round(profile["step_ms"], 1) == 75.3 and round(profile["gpu_busy_share"], 2) == 0.98
-    shares = {c["class"]: round(100 * c["share"]) for c in profile["kernel_classes"]}
-    assert {k: shares[k] for k in ("gemm", "elementwise", "attention", "optimizer")} == {
-        "gemm": 49, "elementwise": 29, "attention": 14, "optimizer": 5}  # fmt: skip
 
 
 def test_the_r_drop_tally_with_encoder_r() -> None:
@@ -748,21 +721,28 @@ def test_the_r_drop_tally_with_encoder_r() -> None:
     }
 
 
-def test_encoder_r_speed_figures_the_readme_quotes() -> None:
-    """optimized GPU bound at ~1,480 samples/s; guide host bound, so the ratio 2.67-3.19x, median 2.88x."""
+def speed_figures(encoder: str, seeds: tuple[int, ...]) -> tuple[list[float], list[float], list[float]]:
+    """optimized's samples/s over seeds 1-4, and over the given seeds each epoch's guide-to-optimized time
+    ratio and guide's samples/s."""
 
     def epochs(folder: str) -> list[dict[str, Any]]:
-        return list(encoder_r_result(folder)["epochs"])
+        return list(result_in(encoder, folder)["epochs"])
 
     rates = [e["samples_per_s"] for s in (1, 2, 3, 4) for e in epochs(f"optimized-s{s}")]
-    assert min(rates) > 1468 and max(rates) < 1489
     ratios = []
-    for seed in (1, 2, 3):
+    for seed in seeds:
         guide, optimized = epochs(f"guide-s{seed}"), epochs(f"optimized-s{seed}")
         ratios += [g["epoch_seconds"] / o["epoch_seconds"] for g, o in zip(guide, optimized, strict=True)]
+    guide_rates = [e["samples_per_s"] for s in seeds for e in epochs(f"guide-s{s}")]
+    return rates, ratios, guide_rates
+
+
+def test_encoder_r_speed_figures_the_readme_quotes() -> None:
+    """optimized GPU bound at ~1,480 samples/s; guide host bound, so the ratio 2.67-3.19x, median 2.88x."""
+    rates, ratios, guide_rates = speed_figures(ENCODER_R, (1, 2, 3))
+    assert min(rates) > 1468 and max(rates) < 1489
     assert round(min(ratios), 2) == 2.67 and round(max(ratios), 2) == 3.19
     assert round(statistics.median(ratios), 2) == 2.88 and sum(r > 3.1 for r in ratios) == 2
-    guide_rates = [e["samples_per_s"] for s in (1, 2, 3) for e in epochs(f"guide-s{s}")]
     assert round(statistics.median(guide_rates)) == 513 and round(min(guide_rates)) == 460
 
 
@@ -779,27 +759,44 @@ S_RECIPES = {
     "guide-s3": 86.69,
     "guide-s4": 86.41,
 }
-S_PROFILED = "optimized-s1-profile_steps10"
-
-encoder_s_result = functools.partial(result_in, ENCODER_S)
 
 
-def test_encoder_s_runs_are_the_recipes_as_they_now_stand_from_one_encoder() -> None:
-    folders = [*S_RECIPES, S_PROFILED]
-    for folder, result in zip(folders, r_drop_fine_tunes_of_one_encoder(ENCODER_S, folders), strict=True):
+@pytest.mark.parametrize(
+    ("encoder", "step_ms", "shares"),
+    [
+        (ENCODER_R, 75.3, {"gemm": 49, "elementwise": 29, "attention": 14, "optimizer": 5}),
+        (ENCODER_S, 79.9, {"gemm": 49, "elementwise": 29, "attention": 15, "optimizer": 6}),
+    ],
+)
+def test_the_profiled_step_the_readmes_quote(encoder: str, step_ms: float, shares: dict[str, int]) -> None:
+    """One replay a step, GPU bound, GEMMs about half the kernel time (48% on the first host, 49% on R's and S's)."""
+    profile = result_in(encoder, "optimized-s1-profile_steps10")["profile"]
+    assert (profile["steps"], profile["bound"], profile["graph_launches_per_step"]) == (10, "gpu", 1.0)
+    assert round(profile["step_ms"], 1) == step_ms and round(profile["gpu_busy_share"], 2) == 0.98
+    by_class = {c["class"]: round(100 * c["share"]) for c in profile["kernel_classes"]}
+    assert {k: by_class[k] for k in shares} == shares
+
+
+@pytest.mark.parametrize(("encoder", "recipes"), [(ENCODER_R, R_RECIPES), (ENCODER_S, S_RECIPES)])
+def test_the_recipes_as_they_now_stand_from_one_encoder(encoder: str, recipes: dict[str, float]) -> None:
+    """Encoders R and S: R-Drop in full, pool gradients for optimized alone, the seed in the folder's name."""
+    profiled = "optimized-s1-profile_steps10"
+    folders = [*recipes, profiled]
+    for folder, result in zip(folders, r_drop_fine_tunes_of_one_encoder(encoder, folders), strict=True):
         config = result["config"]
         assert (config["ema_decay"], config["rdrop_share"]) == (0.0, 1.0), folder
         expected_grads = "pool" if result["recipe"] == "optimized" else "fixed"
         assert config["graph_grads"] == expected_grads, folder
         assert config["seed"] == int(folder.split("-s")[1][0]), folder
-    for folder, quoted in S_RECIPES.items():
-        assert round(100 * encoder_s_result(folder)["test"]["accuracy"], 2) == quoted, folder
-    assert encoder_s_result(S_PROFILED)["test"] == encoder_s_result("optimized-s1")["test"]
-    # a fifth encoder, not one of the four before
-    ids = {
-        tally_pretraining(e)["final_loss"] for e in (ENCODER_O, ENCODER_P, ENCODER_Q, ENCODER_R, ENCODER_S)
-    }
-    assert len(ids) == 5
+    for folder, quoted in recipes.items():
+        assert round(100 * result_in(encoder, folder)["test"]["accuracy"], 2) == quoted, folder
+    # the profiled run is seed 1 again: the profiler changes the timing, not the model
+    assert result_in(encoder, profiled)["test"] == result_in(encoder, "optimized-s1")["test"]
+
+
+def test_the_r_drop_tally_comes_from_five_pretrainings() -> None:
+    encoders = (ENCODER_O, ENCODER_P, ENCODER_Q, ENCODER_R, ENCODER_S)
+    assert len({tally_pretraining(e)["final_loss"] for e in encoders}) == 5
 
 
 def test_the_r_drop_tally_with_encoder_s() -> None:
@@ -816,29 +813,11 @@ def test_the_r_drop_tally_with_encoder_s() -> None:
 
 def test_encoder_s_speed_figures_the_readme_quotes() -> None:
     """optimized GPU bound at ~1,465 samples/s; guide host bound, so the ratio 2.71-3.08x, median 2.83x."""
-
-    def epochs(folder: str) -> list[dict[str, Any]]:
-        return list(encoder_s_result(folder)["epochs"])
-
-    rates = [e["samples_per_s"] for s in (1, 2, 3, 4) for e in epochs(f"optimized-s{s}")]
+    rates, ratios, guide_rates = speed_figures(ENCODER_S, (1, 2, 3, 4))
     assert min(rates) > 1459 and max(rates) < 1473
-    ratios = []
-    for seed in (1, 2, 3, 4):
-        guide, optimized = epochs(f"guide-s{seed}"), epochs(f"optimized-s{seed}")
-        ratios += [g["epoch_seconds"] / o["epoch_seconds"] for g, o in zip(guide, optimized, strict=True)]
     assert round(min(ratios), 2) == 2.71 and round(max(ratios), 2) == 3.08
     assert round(statistics.median(ratios), 2) == 2.83 and sum(r >= 3 for r in ratios) == 1
-    guide_rates = [e["samples_per_s"] for s in (1, 2, 3, 4) for e in epochs(f"guide-s{s}")]
     assert round(statistics.median(guide_rates)) == 518 and round(min(guide_rates)) == 476
-    profile = encoder_s_result(S_PROFILED)["profile"]
-    assert (profile["bound"], profile["graph_launches_per_step"], round(profile["step_ms"], 1)) == (
-        "gpu",
-        1.0,
-        79.9,
-    )
-    shares = {c["class"]: round(100 * c["share"]) for c in profile["kernel_classes"]}
-    assert {k: shares[k] for k in ("gemm", "elementwise", "attention", "optimizer")} == {
-        "gemm": 49, "elementwise": 29, "attention": 15, "optimizer": 6}  # fmt: skip
 
 
 def elementwise_groups(trace: dict[str, Any]) -> dict[str, float]:
