@@ -68,7 +68,7 @@ def trace(
         for column in ("class", "ms a step", "share", "largest kernels (ms a step)"):
             classes.add_column(column, justify="right" if column in ("ms a step", "share") else "left")
         for row in summary["kernel_classes"]:
-            largest = "\n".join(f"{k['name']} {k['ms_per_step']:.3f}" for k in row.get("kernels", []))
+            largest = "\n".join(f"{k['name']} {k['ms_per_step']:.3f}" for k in row["kernels"])
             classes.add_row(
                 KERNEL_CLASS_WORDS[row["class"]],
                 f"{row['ms_per_step']:.3f}",
