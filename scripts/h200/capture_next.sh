@@ -16,6 +16,7 @@
 # The same command every call, carrying .data:
 #   OUT=$OUT bash scripts/h200/capture_next.sh
 #   H200_ITEM=speed CALL_S=570 OUT=$OUT bash scripts/h200/capture_next.sh   (short of time: speed on an H200 only)
+# PLAN=yes prints the card, the item and the table's runs, and stops before anything runs.
 # RUNS="recipe:seed ..." replaces the runs the table fine-tunes (capture_seeds.sh's form), e.g. more seeds
 # from an encoder that an earlier call on the still-warm machine left in /tmp.
 # The table keeps what earlier calls on the still-warm machine finished (KEEP_DONE) and resumes a cut
@@ -48,12 +49,19 @@ if [[ "$item" == table || "$item" == base ]]; then
     # seed from one encoder; baseline (~470 s with R-Drop on an H100) starts only in a call with room for it,
     # the runs after it go on meanwhile. Last, one profiled optimized run: its step's kernel time by class.
     # rdrop_share=0.5 left the list on 2026-12-06: -0.51 points over five pairs (2026-12-06-h100-rdrop-share-pairs)
-    # baseline:1 before guide:1: the second call then opens with it (~470 s), and guide:1 (~110 s) fits any third
-    # call; the other way round baseline missed the second call by 2 s on 2026-12-06 (encoder S), and a third call
-    # after a refusal may have under 480 s, so the table would have lacked it.
-    runs="optimized:1 baseline:1 guide:1 optimized:2 guide:2 optimized:3 guide:3 baseline:2"
+    # Elsewhere baseline:1 before guide:1: the second call then opens with it (~470 s), and guide:1 (~110 s) fits
+    # any third call; the other way round baseline missed the second call by 2 s on 2026-12-06 (encoder S), and a
+    # third call after a refusal may have under 480 s, so the tally would have lacked it. On an H200 guide:1 first:
+    # the 3x line (optimized and guide from one encoder) then needs only the first call and ~140 s of a second,
+    # so a session left with ~900 s after refusals still measures it (2026-12-06, from 22:47 UTC: three refusals,
+    # 1,079 s left); baseline's table row follows in a call with room for it.
+    first="baseline:1 guide:1"
+    [[ "$card" == *H200* ]] && first="guide:1 baseline:1"
+    runs="optimized:1 $first optimized:2 guide:2 optimized:3 guide:3 baseline:2"
     runs+=" optimized:1:profile_steps=10 optimized:4 guide:4"
   fi
+  echo "== runs: ${RUNS:-$runs}"
+  [[ -n "${PLAN:-}" ]] && exit 0
   runs="${RUNS:-$runs}"
   # 540 s: 80 epochs took 442 s with start-up on the H200 (2026-12-04), before the held-out passes were added;
   # a pretraining cut after epoch 79 would resume from epoch 60. Seed 1 of optimized may then wait a call.
