@@ -30,7 +30,8 @@ here="$(dirname "${BASH_SOURCE[0]}")"
 card="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)"
 item="${ITEM:-table}"
 # H200_ITEM replaces ITEM when the card is an H200: H200_ITEM=speed for a session whose device time left would give
-# an H200 the encoder but not all three recipes (the speed half of the 3x line instead), item 2 on any other card.
+# an H200 the encoder but not guide:1 after it (under ~900 s; the speed half of the 3x line instead), item 2 on any
+# other card.
 [[ "$card" == *H200* && -n "${H200_ITEM:-}" ]] && item="$H200_ITEM"
 if [[ "$item" == table || "$item" == base ]]; then
   if [[ "$item" == base ]]; then
