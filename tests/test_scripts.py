@@ -401,6 +401,15 @@ def test_summarize_runs_reads_what_a_launch_cost_the_host_from_the_calls_logs(tm
     assert module.host_line(host) == "host: one eager launch 2.00 µs (median of 1 reading(s))"
 
 
+def stand_in_nvidia_smi(tmp_path: Path, card: str) -> Path:
+    """A folder for PATH whose nvidia-smi names `card` (nothing: a machine with no GPU)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(f"#!/usr/bin/env bash\n[[ -n '{card}' ]] && echo '{card}'\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    return bin_dir
+
+
 @pytest.mark.parametrize(
     ("card", "chosen"),
     [("NVIDIA H200", "h200-choice"), ("NVIDIA H100 80GB HBM3", "any-choice"), ("", "any-choice")],
@@ -408,17 +417,25 @@ def test_summarize_runs_reads_what_a_launch_cost_the_host_from_the_calls_logs(tm
 def test_capture_next_takes_h200_item_on_an_h200_only(tmp_path: Path, card: str, chosen: str) -> None:
     """H200_ITEM=speed runs the speed half of the 3x line on an H200 and ITEM (item 2) on any other card; an item
     it does not know is refused before anything runs, so its name in the refusal says which one was chosen."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "nvidia-smi").write_text(f"#!/usr/bin/env bash\n[[ -n '{card}' ]] && echo '{card}'\n")
-    (bin_dir / "nvidia-smi").chmod(0o755)
+    bin_dir = stand_in_nvidia_smi(tmp_path, card)
     result = subprocess.run(
         ["bash", "scripts/h200/capture_next.sh"], capture_output=True, text=True, cwd=ROOT, timeout=60,
         env={"PATH": f"{bin_dir}:/usr/bin:/bin", "OUT": str(tmp_path), "ITEM": "any-choice",
-             "H200_ITEM": "h200-choice"},
+             "H200_ITEM": "h200-choice", "PLAN": "yes"},
     )  # fmt: skip
     assert result.returncode == 2
     assert result.stderr.strip() == f"ITEM={chosen}: expected table, base, speed, graphs or ablation"
+
+
+def capture_next_plan(tmp_path: Path, bin_dir: Path, **env: str) -> list[str]:
+    """capture_next.sh's lines under PLAN=yes, checking that it wrote nothing and ran nothing."""
+    result = subprocess.run(
+        ["bash", "scripts/h200/capture_next.sh"], capture_output=True, text=True, cwd=ROOT, timeout=60,
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "OUT": str(tmp_path), "PLAN": "yes"} | env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin"]
+    return result.stdout.splitlines()
 
 
 @pytest.mark.parametrize(
@@ -431,24 +448,27 @@ def test_capture_next_takes_h200_item_on_an_h200_only(tmp_path: Path, card: str,
 )
 def test_capture_next_puts_the_3x_lines_runs_first_on_an_h200(tmp_path: Path, card: str, head: str) -> None:
     """On an H200 the table's list opens with the 3x line's two runs (optimized, guide), so a session short of time
-    after refusals still measures it; elsewhere baseline comes second, for the tally. PLAN=yes stops before
-    anything runs; RUNS replaces the list on any card."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "nvidia-smi").write_text(f"#!/usr/bin/env bash\n[[ -n '{card}' ]] && echo '{card}'\n")
-    (bin_dir / "nvidia-smi").chmod(0o755)
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "OUT": str(tmp_path), "PLAN": "yes"}
-
-    def runs_line(extra: dict[str, str]) -> str:
-        result = subprocess.run(
-            ["bash", "scripts/h200/capture_next.sh"], capture_output=True, text=True, cwd=ROOT, timeout=60,
-            env=env | extra,
-        )  # fmt: skip
-        assert result.returncode == 0, result.stderr
-        assert sorted(p.name for p in tmp_path.iterdir()) == ["bin"]  # nothing ran, nothing was written
-        return result.stdout.splitlines()[-1]
-
-    line = runs_line({})
+    after refusals still measures it; elsewhere baseline comes second, for the tally. RUNS replaces the list."""
+    bin_dir = stand_in_nvidia_smi(tmp_path, card)
+    line = capture_next_plan(tmp_path, bin_dir)[-1]
     assert line.startswith(f"== runs: {head}")
     assert line.endswith(" optimized:1:profile_steps=10 optimized:4 guide:4")
-    assert runs_line({"RUNS": "guide:7"}) == "== runs: guide:7"
+    assert capture_next_plan(tmp_path, bin_dir, RUNS="guide:7")[-1] == "== runs: guide:7"
+
+
+@pytest.mark.parametrize(
+    ("item", "last"),
+    [
+        (
+            "base",
+            "== runs: optimized:1 guide:1 baseline:1 optimized:2 guide:2 baseline:2 optimized:3 guide:3 baseline:3",
+        ),
+        ("speed", "== runs: optimized:1 guide:1 optimized:1:profile_steps=10 baseline:1 optimized:2 guide:2"),
+        ("graphs", "== NVIDIA H100 80GB HBM3: the graphed step under the profiler, and the compile probe"),
+        ("ablation", "== NVIDIA H100 80GB HBM3: the ablation with every batch shape warmed up"),
+    ],
+)
+def test_capture_next_plans_every_item_without_running_it(tmp_path: Path, item: str, last: str) -> None:
+    """PLAN=yes stops every item after its header (and its runs), before a run, a pretraining or a log."""
+    bin_dir = stand_in_nvidia_smi(tmp_path, "NVIDIA H100 80GB HBM3")
+    assert capture_next_plan(tmp_path, bin_dir, ITEM=item)[-1] == last

@@ -16,7 +16,7 @@
 # The same command every call, carrying .data:
 #   OUT=$OUT bash scripts/h200/capture_next.sh
 #   H200_ITEM=speed CALL_S=570 OUT=$OUT bash scripts/h200/capture_next.sh   (short of time: speed on an H200 only)
-# PLAN=yes prints the card, the item and the table's runs, and stops before anything runs.
+# PLAN=yes prints the card, the item and its runs, and stops before anything runs.
 # RUNS="recipe:seed ..." replaces the runs the table fine-tunes (capture_seeds.sh's form), e.g. more seeds
 # from an encoder that an earlier call on the still-warm machine left in /tmp.
 # The table keeps what earlier calls on the still-warm machine finished (KEEP_DONE) and resumes a cut
@@ -33,6 +33,7 @@ item="${ITEM:-table}"
 # an H200 the encoder but not guide:1 after it (under ~900 s; the speed half of the 3x line instead), item 2 on any
 # other card.
 [[ "$card" == *H200* && -n "${H200_ITEM:-}" ]] && item="$H200_ITEM"
+stop_if_plan() { [[ -z "${PLAN:-}" ]] || exit 0; }
 if [[ "$item" == table || "$item" == base ]]; then
   if [[ "$item" == base ]]; then
     echo "== ${card:-no GPU named}: the table's runs at preset base (done on an H100 on 2026-12-06)"
@@ -54,7 +55,7 @@ if [[ "$item" == table || "$item" == base ]]; then
     # any third call; the other way round baseline missed the second call by 2 s on 2026-12-06 (encoder S), and a
     # third call after a refusal may have under 480 s, so the tally would have lacked it. On an H200 guide:1 first:
     # the 3x line (optimized and guide from one encoder) then needs only the first call and ~140 s of a second,
-    # so a session left with ~900 s after refusals still measures it (2026-12-06, from 22:47 UTC: three refusals,
+    # so a session left with ~900 s after refusals still measures it (2026-12-06, from 22:47 UTC: four refusals,
     # 1,079 s left); baseline's table row follows in a call with room for it.
     first="baseline:1 guide:1"
     [[ "$card" == *H200* ]] && first="guide:1 baseline:1"
@@ -62,7 +63,7 @@ if [[ "$item" == table || "$item" == base ]]; then
     runs+=" optimized:1:profile_steps=10 optimized:4 guide:4"
   fi
   echo "== runs: ${RUNS:-$runs}"
-  [[ -n "${PLAN:-}" ]] && exit 0
+  stop_if_plan
   runs="${RUNS:-$runs}"
   # 540 s: 80 epochs took 442 s with start-up on the H200 (2026-12-04), before the held-out passes were added;
   # a pretraining cut after epoch 79 would resume from epoch 60. Seed 1 of optimized may then wait a call.
@@ -78,16 +79,20 @@ elif [[ "$item" == speed ]]; then
   # speed alone, one epoch each from scratch (an epoch's time does not depend on the weights), and the
   # profiled optimized step. Accuracy needs the encoder, so this answers only the speed half of the 3x line.
   echo "== ${card:-no GPU named}: the recipes' speed, one epoch each from scratch"
+  runs="${RUNS:-optimized:1 guide:1 optimized:1:profile_steps=10 baseline:1 optimized:2 guide:2}"
+  echo "== runs: $runs"
+  stop_if_plan
   bash "$here/host_header.sh" | tee "$OUT/log-host.txt"
-  OUT=$OUT ENCODER=none EPOCHS=1 RUN_LIMIT_S=300 \
-    RUNS="${RUNS:-optimized:1 guide:1 optimized:1:profile_steps=10 baseline:1 optimized:2 guide:2}" \
+  OUT=$OUT ENCODER=none EPOCHS=1 RUN_LIMIT_S=300 RUNS="$runs" \
     EXPECT="baseline@200 guide@70 optimized@60 optimized:profile_steps=10@70" \
     END_S=$((${CALL_S:-570} - SECONDS)) STOP_AFTER_S=$((${CALL_S:-570} - 70 - SECONDS)) bash "$here/capture_seeds.sh"
 elif [[ "$item" == graphs ]]; then
   echo "== ${card:-no GPU named}: the graphed step under the profiler, and the compile probe"
+  stop_if_plan
   OUT=$OUT bash "$here/capture_graphs.sh"
 elif [[ "$item" == ablation ]]; then
   echo "== ${card:-no GPU named}: the ablation with every batch shape warmed up"
+  stop_if_plan
   OUT=$OUT RUN=/tmp/dgxperf-validate-ablation LIMIT_S=540 \
     EXTRA="--skip doctor --skip bench --skip pretrain --skip train --skip advise" bash "$here/capture_validate.sh"
 else
