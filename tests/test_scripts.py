@@ -450,20 +450,17 @@ def test_capture_next_puts_the_3x_lines_runs_first_on_an_h200(tmp_path: Path, ca
     """On an H200 the table's list opens with the 3x line's two runs (optimized, guide), so a session short of time
     after refusals still measures it; elsewhere baseline comes second, for the tally. RUNS replaces the list."""
     bin_dir = stand_in_nvidia_smi(tmp_path, card)
-    line = capture_next_plan(tmp_path, bin_dir)[-1]
+    line = capture_next_plan(tmp_path, bin_dir)[-2]
     assert line.startswith(f"== runs: {head}")
     assert line.endswith(" optimized:1:profile_steps=10 optimized:4 guide:4")
-    assert capture_next_plan(tmp_path, bin_dir, RUNS="guide:7")[-1] == "== runs: guide:7"
+    assert capture_next_plan(tmp_path, bin_dir, RUNS="guide:7")[-2] == "== runs: guide:7"
 
 
 @pytest.mark.parametrize(
     ("item", "last"),
     [
-        (
-            "base",
-            "== runs: optimized:1 guide:1 baseline:1 optimized:2 guide:2 baseline:2 optimized:3 guide:3 baseline:3",
-        ),
-        ("speed", "== runs: optimized:1 guide:1 optimized:1:profile_steps=10 baseline:1 optimized:2 guide:2"),
+        ("base", "== every run ends by second 590 of the call (CALL_S)"),
+        ("speed", "== every run ends by second 570 of the call (CALL_S)"),
         ("graphs", "== NVIDIA H100 80GB HBM3: the graphed step under the profiler, and the compile probe"),
         ("ablation", "== NVIDIA H100 80GB HBM3: the ablation with every batch shape warmed up"),
     ],
@@ -472,3 +469,19 @@ def test_capture_next_plans_every_item_without_running_it(tmp_path: Path, item: 
     """PLAN=yes stops every item after its header (and its runs), before a run, a pretraining or a log."""
     bin_dir = stand_in_nvidia_smi(tmp_path, "NVIDIA H100 80GB HBM3")
     assert capture_next_plan(tmp_path, bin_dir, ITEM=item)[-1] == last
+
+
+@pytest.mark.parametrize("item", ["table", "base", "speed"])
+def test_capture_next_ends_every_item_with_runs_by_call_s(tmp_path: Path, item: str) -> None:
+    """CALL_S sets the second by which the runs end for the table as for speed (the table ignored it once, and a
+    call limited to 495 s started a 474 s run with 560 s of limit); a value that is not whole seconds is refused."""
+    bin_dir = stand_in_nvidia_smi(tmp_path, "NVIDIA H100 80GB HBM3")
+    lines = capture_next_plan(tmp_path, bin_dir, ITEM=item, CALL_S="470")
+    assert lines[-1] == "== every run ends by second 470 of the call (CALL_S)"
+    assert lines[-2].startswith("== runs: optimized:1 ")
+    refused = subprocess.run(
+        ["bash", "scripts/h200/capture_next.sh"], capture_output=True, text=True, cwd=ROOT, timeout=60,
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "OUT": str(tmp_path), "ITEM": item, "CALL_S": "8m"},
+    )  # fmt: skip
+    assert refused.returncode == 2 and refused.stderr.strip() == "CALL_S=8m: expected whole seconds"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin"]

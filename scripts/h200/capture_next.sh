@@ -8,7 +8,9 @@
 # docs/benchmarks/2026-12-06-h100-base-preset/), its encoder in /tmp/dgxperf-pretrain-base.
 # ITEM=speed, for a call with too little device time for the encoder: bench launch, then the three recipes one
 # epoch each from scratch and the profiled optimized step (the speed half of the 3x line, no accuracy);
-# CALL_S (570) is the second by which its runs must have ended, for a call with less device time left.
+# CALL_S is the second by which a call's runs must have ended (table and base 590, speed 570): set it lower for a
+# call given less time. The table ignored it until 2026-12-07, when a call limited to 495 s started baseline
+# (474 s) with a 560 s limit and was cut in the run after it.
 # ITEM=graphs or ITEM=ablation runs instead the two measurements that need no encoder, done on an H100 on
 # 2026-12-06 (docs/benchmarks/2026-12-06-h100-graphs-ablation/): the graphed step under the profiler and
 # the compile probe (capture_graphs.sh), or the ablation with every batch shape warmed up
@@ -34,6 +36,11 @@ item="${ITEM:-table}"
 # other card.
 [[ "$card" == *H200* && -n "${H200_ITEM:-}" ]] && item="$H200_ITEM"
 stop_if_plan() { [[ -z "${PLAN:-}" ]] || exit 0; }
+call_seconds() {  # CALL_S, or the item's default; a value that is not whole seconds stops the call before it runs
+  local seconds="${CALL_S:-$1}"
+  [[ "$seconds" =~ ^[0-9]+$ ]] || { echo "CALL_S=$seconds: expected whole seconds" >&2; exit 2; }
+  echo "$seconds"
+}
 if [[ "$item" == table || "$item" == base ]]; then
   if [[ "$item" == base ]]; then
     echo "== ${card:-no GPU named}: the table's runs at preset base (done on an H100 on 2026-12-06)"
@@ -62,30 +69,36 @@ if [[ "$item" == table || "$item" == base ]]; then
     runs="optimized:1 $first optimized:2 guide:2 optimized:3 guide:3 baseline:2"
     runs+=" optimized:1:profile_steps=10 optimized:4 guide:4"
   fi
+  call_s="$(call_seconds 590)" || exit 2
   echo "== runs: ${RUNS:-$runs}"
+  echo "== every run ends by second $call_s of the call (CALL_S)"
   stop_if_plan
   runs="${RUNS:-$runs}"
   # 540 s: 80 epochs took 442 s with start-up on the H200 (2026-12-04), before the held-out passes were added;
   # a pretraining cut after epoch 79 would resume from epoch 60. Seed 1 of optimized may then wait a call.
-  OUT=$OUT VALIDATE=no BUDGET_S=540 KEEP=$keep PRESET=$preset bash "$here/capture_table.sh"
+  # A shorter call cuts it sooner, 50 s before its end, and the next call resumes it.
+  budget_s=$((call_s - 50 < 540 ? call_s - 50 : 540))
+  OUT=$OUT VALIDATE=no BUDGET_S=$budget_s KEEP=$keep PRESET=$preset bash "$here/capture_table.sh"
   # RUN_LIMIT_S 560: baseline with R-Drop takes ~450 s on an H100 (its fp32 step is GPU bound: twice the rows,
   # ~1.8x the time). EXPECT: a kind's wall seconds before this machine has timed one, so no run is started that
   # the call's end would cut (H100 figures with start-up, 2026-12-06-h100-rdrop-recipes' durations)
   expect="baseline@470 guide@125 optimized@90 optimized:profile_steps=10@100"
   OUT=$OUT KEEP_DONE=yes RUN_LIMIT_S=560 RUNS="$runs" ENCODER="$keep/$preset" SET="preset=$preset" EXPECT="$expect" \
-    END_S=$((590 - SECONDS)) STOP_AFTER_S=$((500 - SECONDS)) bash "$here/capture_seeds.sh"
+    END_S=$((call_s - SECONDS)) STOP_AFTER_S=$((call_s - 90 - SECONDS)) bash "$here/capture_seeds.sh"
 elif [[ "$item" == speed ]]; then
   # For a call with too little device time left for the 80-epoch encoder (~420 s): the three recipes'
   # speed alone, one epoch each from scratch (an epoch's time does not depend on the weights), and the
   # profiled optimized step. Accuracy needs the encoder, so this answers only the speed half of the 3x line.
   echo "== ${card:-no GPU named}: the recipes' speed, one epoch each from scratch"
   runs="${RUNS:-optimized:1 guide:1 optimized:1:profile_steps=10 baseline:1 optimized:2 guide:2}"
+  call_s="$(call_seconds 570)" || exit 2
   echo "== runs: $runs"
+  echo "== every run ends by second $call_s of the call (CALL_S)"
   stop_if_plan
   bash "$here/host_header.sh" | tee "$OUT/log-host.txt"
   OUT=$OUT ENCODER=none EPOCHS=1 RUN_LIMIT_S=300 RUNS="$runs" \
     EXPECT="baseline@200 guide@70 optimized@60 optimized:profile_steps=10@70" \
-    END_S=$((${CALL_S:-570} - SECONDS)) STOP_AFTER_S=$((${CALL_S:-570} - 70 - SECONDS)) bash "$here/capture_seeds.sh"
+    END_S=$((call_s - SECONDS)) STOP_AFTER_S=$((call_s - 70 - SECONDS)) bash "$here/capture_seeds.sh"
 elif [[ "$item" == graphs ]]; then
   echo "== ${card:-no GPU named}: the graphed step under the profiler, and the compile probe"
   stop_if_plan
