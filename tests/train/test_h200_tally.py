@@ -532,15 +532,16 @@ def test_encoder_p_runs_are_the_recipes_with_r_drop_from_one_eighty_epoch_single
 
 def r_drop_runs(encoders: str) -> list[dict[str, Any]]:
     """The recipes as they now are (R-Drop on), each run's recipe and quoted accuracy, from the encoders named
-    by letter (O and P here; Q, R and S below)."""
+    by letter (O and P here; Q-T below)."""
     quoted: dict[str, dict[str, float]] = {
         "O": {f: rdrop for f, (_, rdrop) in O_PAIRS.items()},
         "P": P_RECIPES,
         "Q": Q_RECIPES,
         "R": R_RECIPES,
         "S": S_RECIPES,
+        "T": T_RECIPES,
     }
-    folders = {"O": ENCODER_O, "P": ENCODER_P, "Q": ENCODER_Q, "R": ENCODER_R, "S": ENCODER_S}
+    folders = {"O": ENCODER_O, "P": ENCODER_P, "Q": ENCODER_Q, "R": ENCODER_R, "S": ENCODER_S, "T": ENCODER_T}
     return [
         {"recipe": result_in(folders[e], f)["recipe"], "accuracy": a}
         for e in encoders
@@ -721,14 +722,16 @@ def test_the_r_drop_tally_with_encoder_r() -> None:
     }
 
 
-def speed_figures(encoder: str, seeds: tuple[int, ...]) -> tuple[list[float], list[float], list[float]]:
-    """optimized's samples/s over seeds 1-4, and over the given seeds each epoch's guide-to-optimized time
-    ratio and guide's samples/s."""
+def speed_figures(
+    encoder: str, seeds: tuple[int, ...], optimized_seeds: tuple[int, ...] = (1, 2, 3, 4)
+) -> tuple[list[float], list[float], list[float]]:
+    """optimized's samples/s over its seeds (1-4 unless named), and over the given seeds each epoch's
+    guide-to-optimized time ratio and guide's samples/s."""
 
     def epochs(folder: str) -> list[dict[str, Any]]:
         return list(result_in(encoder, folder)["epochs"])
 
-    rates = [e["samples_per_s"] for s in (1, 2, 3, 4) for e in epochs(f"optimized-s{s}")]
+    rates = [e["samples_per_s"] for s in optimized_seeds for e in epochs(f"optimized-s{s}")]
     ratios = []
     for seed in seeds:
         guide, optimized = epochs(f"guide-s{seed}"), epochs(f"optimized-s{seed}")
@@ -760,6 +763,18 @@ S_RECIPES = {
     "guide-s4": 86.41,
 }
 
+# Encoder T (2026-12-07-h100-encoder-t): pretrained as the tally's, on an H100 whose host ran guide slower than any
+# before; the recipes as they now stand. No profiled run: the third call ran out of device time.
+ENCODER_T = "2026-12-07-h100-encoder-t"
+T_RECIPES = {
+    "optimized-s1": 86.98,
+    "optimized-s2": 85.77,
+    "optimized-s3": 86.29,
+    "guide-s1": 86.58,
+    "guide-s2": 86.58,
+    "baseline-s1": 86.81,
+}
+
 
 @pytest.mark.parametrize(
     ("encoder", "step_ms", "shares"),
@@ -777,11 +792,13 @@ def test_the_profiled_step_the_readmes_quote(encoder: str, step_ms: float, share
     assert {k: by_class[k] for k in shares} == shares
 
 
-@pytest.mark.parametrize(("encoder", "recipes"), [(ENCODER_R, R_RECIPES), (ENCODER_S, S_RECIPES)])
+@pytest.mark.parametrize(
+    ("encoder", "recipes"), [(ENCODER_R, R_RECIPES), (ENCODER_S, S_RECIPES), (ENCODER_T, T_RECIPES)]
+)
 def test_the_recipes_as_they_now_stand_from_one_encoder(encoder: str, recipes: dict[str, float]) -> None:
-    """Encoders R and S: R-Drop in full, pool gradients for optimized alone, the seed in the folder's name."""
+    """Encoders R, S and T: R-Drop in full, pool gradients for optimized alone, the seed in the folder's name."""
     profiled = "optimized-s1-profile_steps10"
-    folders = [*recipes, profiled]
+    folders = [*recipes, *([profiled] if (BENCH / encoder / profiled).is_dir() else [])]
     for folder, result in zip(folders, r_drop_fine_tunes_of_one_encoder(encoder, folders), strict=True):
         config = result["config"]
         assert (config["ema_decay"], config["rdrop_share"]) == (0.0, 1.0), folder
@@ -791,12 +808,14 @@ def test_the_recipes_as_they_now_stand_from_one_encoder(encoder: str, recipes: d
     for folder, quoted in recipes.items():
         assert round(100 * result_in(encoder, folder)["test"]["accuracy"], 2) == quoted, folder
     # the profiled run is seed 1 again: the profiler changes the timing, not the model
-    assert result_in(encoder, profiled)["test"] == result_in(encoder, "optimized-s1")["test"]
+    if profiled in folders:
+        assert result_in(encoder, profiled)["test"] == result_in(encoder, "optimized-s1")["test"]
 
 
-def test_the_r_drop_tally_comes_from_five_pretrainings() -> None:
-    encoders = (ENCODER_O, ENCODER_P, ENCODER_Q, ENCODER_R, ENCODER_S)
-    assert len({tally_pretraining(e)["final_loss"] for e in encoders}) == 5
+def test_the_r_drop_tally_comes_from_six_pretrainings() -> None:
+    encoders = (ENCODER_O, ENCODER_P, ENCODER_Q, ENCODER_R, ENCODER_S, ENCODER_T)
+    assert len({tally_pretraining(e)["final_loss"] for e in encoders}) == 6
+    assert len({(BENCH / e / "encoder.id").read_text() for e in (ENCODER_R, ENCODER_S, ENCODER_T)}) == 3
 
 
 def test_the_r_drop_tally_with_encoder_s() -> None:
@@ -818,6 +837,28 @@ def test_encoder_s_speed_figures_the_readme_quotes() -> None:
     assert round(min(ratios), 2) == 2.71 and round(max(ratios), 2) == 3.08
     assert round(statistics.median(ratios), 2) == 2.83 and sum(r >= 3 for r in ratios) == 1
     assert round(statistics.median(guide_rates)) == 518 and round(min(guide_rates)) == 476
+
+
+def test_the_r_drop_tally_with_encoder_t() -> None:
+    """The README and PENDING.md: the recipes with R-Drop over encoders O-T, every mean at or above 86%."""
+    with_t = tally(r_drop_runs("OPQRST"))
+    assert with_t == {"optimized": (24, 86.2, 18), "guide": (13, 86.46, 13), "baseline": (4, 86.55, 4)}
+    assert round(with_t["optimized"][1] - with_t["guide"][1], 2) == -0.26
+    assert tally(r_drop_runs("T")) == {
+        "optimized": (3, 86.35, 2),
+        "guide": (2, 86.58, 2),
+        "baseline": (1, 86.81, 1),
+    }
+
+
+def test_encoder_t_speed_figures_the_readme_quotes() -> None:
+    """optimized GPU bound at ~1,475 samples/s as before; guide slower on this host (389-455 samples/s), so
+    optimized ran 3.26-3.78x it epoch for epoch, every epoch pair above 3x on an H100."""
+    rates, ratios, guide_rates = speed_figures(ENCODER_T, (1, 2), optimized_seeds=(1, 2, 3))
+    assert min(rates) > 1470 and max(rates) < 1482
+    assert round(min(ratios), 2) == 3.26 and round(max(ratios), 2) == 3.78
+    assert round(statistics.median(ratios), 2) == 3.47 and all(r > 3 for r in ratios)
+    assert round(statistics.median(guide_rates)) == 425 and round(min(guide_rates)) == 389
 
 
 def elementwise_groups(trace: dict[str, Any]) -> dict[str, float]:
