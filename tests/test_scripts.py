@@ -252,6 +252,61 @@ def test_summarize_runs_votes_only_over_answers_to_the_same_reviews(tmp_path: Pa
     assert module.vote_accuracy([a, str(tmp_path / "missing")]) is None
 
 
+def test_summarize_runs_pairs_each_recipe_with_guide_of_its_seed(tmp_path: Path) -> None:
+    """Issue 4's two lines seed by seed, as encoder S's and T's READMEs quote them: each run of another recipe
+    against guide of its seed (paired difference, McNemar p, discordant reviews) and the whole fine-tune's speed
+    against guide's; a run whose guide was tested on another split says so instead of a figure."""
+    import json
+    import os
+    import sys
+
+    def summarize(folder: Path, *args: str) -> str:
+        result = subprocess.run(
+            [sys.executable, "scripts/h200/summarize_runs.py", str(folder), *args], capture_output=True, text=True,
+            cwd=ROOT, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr[-2000:]
+        return result.stdout
+
+    s_lines = summarize(ROOT / "docs/benchmarks/2026-12-06-h100-encoder-s")
+    assert "optimized-s4 vs guide-s4 (same seed and encoder): -0.69 points (95% -1.62 to +0.24, McNemar p = 0.18, " \
+        "68 discordant), whole fine-tune 2.95x guide's speed" in s_lines  # fmt: skip
+    assert "optimized against guide: -0.23 points over 4 seed pair(s), 3 negative; whole fine-tune 2.75-2.95x " \
+        "guide's speed" in s_lines  # fmt: skip
+    t_folder = ROOT / "docs/benchmarks/2026-12-07-h100-encoder-t"
+    t_lines = summarize(t_folder)
+    assert "optimized-s1 vs guide-s1 (same seed and encoder): +0.40 points (95% -0.66 to +1.47, McNemar p = 0.53, " \
+        "89 discordant), whole fine-tune 3.47x guide's speed" in t_lines  # fmt: skip
+    assert "optimized against guide: -0.20 points over 2 seed pair(s), 1 negative; whole fine-tune 3.47-3.58x " \
+        "guide's speed" in t_lines  # fmt: skip
+    assert "baseline against guide: +0.23 points over 1 seed pair(s), 0 negative" in t_lines
+    assert "optimized-s3 vs" not in t_lines  # no guide of seed 3 from T
+    as_json = json.loads(summarize(t_folder, "--json"))
+    assert [(p["run"], p["against"]) for p in as_json["against_guide"]] == [
+        ("baseline-s1", "guide-s1"), ("optimized-s1", "guide-s1"), ("optimized-s2", "guide-s2")]  # fmt: skip
+
+    module = summarize_runs_module()
+    for name, split in (("optimized-s1", "s"), ("guide-s1", "t")):
+        folder = tmp_path / name
+        folder.mkdir()
+        answers = {"schema": "dgxperf.train.predictions/1", "split": "test", "split_hash": split,
+                   "labels": ["neg", "pos"], "gold": [0, 1], "predictions": [0, 1]}  # fmt: skip
+        (folder / "test_predictions.json").write_text(json.dumps(answers))
+
+    def run(name: str, recipe: str, seconds: list[float]) -> dict[str, object]:
+        return {"run": name, "folder": str(tmp_path / name), "recipe": recipe, "seed": 1, "encoder": "e",
+                "variant": {}, "epoch_seconds": seconds, "train_seconds": sum(seconds)}  # fmt: skip
+
+    runs = [run("optimized-s1", "optimized", [10.0, 10.0]), run("guide-s1", "guide", [30.0, 32.0])]
+    (refused,) = module.against_guide(runs)
+    assert refused["whole_speed_ratio"] == 3.1 and refused["error"].startswith(
+        "the runs were tested on different"
+    )
+    assert module.against_guide_by_recipe([refused]) == []
+    runs[1]["epoch_seconds"] = [30.0]  # a guide cut after one epoch: no whole-fine-tune ratio
+    assert module.against_guide(runs)[0]["whole_speed_ratio"] is None
+
+
 STAND_IN = """#!/usr/bin/env bash
 # python3 for capture_seeds.sh's shell logic alone: a train run writes its result at once, monitor waits
 case "$*" in

@@ -9,7 +9,9 @@ over its seeds. Run as
 (--table: issue 4's Markdown table, one row per run, for a docs/benchmarks README). Where the folder keeps the
 calls' logs and NVML recordings (log-seeds[-callN].txt, monitor-seeds[-callN].jsonl), each run's line also says
 how busy the GPU was over its epochs (SM active; gpu_busy), and where the calls' logs open with `bench
-launch` (host_header.sh), what one kernel launch cost that host (host_launch). Last, each recipe's plain
+launch` (host_header.sh), what one kernel launch cost that host (host_launch). Then each run of another
+recipe against `guide` of its seed and encoder (issue 4's two lines, seed by seed: the paired difference, and
+the whole fine-tune's speed against guide's; against_guide). Last, each recipe's plain
 runs with the same fields from one encoder: how many, their mean and range, how many reached issue 4's 86%,
 and a majority vote of their test answers; and the same over every recipe's runs with fields several share.
 
@@ -182,6 +184,8 @@ def describe(folder: Path) -> dict[str, Any] | None:
         "test_accuracy": result["test"]["accuracy"],
         "samples_per_s": [round(e["samples_per_s"]) for e in epochs if e.get("samples_per_s")],
         "epoch_seconds": [round(e["epoch_seconds"], 1) for e in epochs],
+        # unrounded, for the whole fine-tune's speed against guide's (against_guide)
+        "train_seconds": sum(e["epoch_seconds"] for e in epochs),
         "peak_memory_gb": peak_gb(epochs, "peak_memory_bytes"),
         # what the card held: the graphs' recording kept 64 GB reserved against a 20 GB peak (2026-12-05)
         "peak_reserved_gb": peak_gb(epochs, "peak_reserved_bytes"),
@@ -350,21 +354,68 @@ def by_recipe(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def speed_vs_guide(run: dict[str, Any], runs: list[dict[str, Any]]) -> list[float] | None:
-    """Each epoch's samples/s over that epoch of the `guide` run with the same seed and encoder (the 3x line
-    is per epoch), or None without such a run: the guide run with the same variant (both with a weight
-    average, say), else guide's own recipe."""
+def guide_of(run: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The `guide` run with ``run``'s seed and encoder that it is measured against: the one with the same variant
+    (both with a weight average, say), else guide's own recipe; None without either."""
     guides = [
         r
         for r in runs
         if r["recipe"] == "guide" and (r["seed"], r["encoder"]) == (run["seed"], run["encoder"])
     ]
-    guide = next((r for r in guides if r["variant"] == run["variant"]), None) or next(
+    return next((r for r in guides if r["variant"] == run["variant"]), None) or next(
         (r for r in guides if not r["variant"]), None
     )
+
+
+def speed_vs_guide(run: dict[str, Any], runs: list[dict[str, Any]]) -> list[float] | None:
+    """Each epoch's samples/s over that epoch of its `guide` run (:func:`guide_of`; the 3x line is per epoch),
+    or None without one."""
+    guide = guide_of(run, runs)
     if guide is None or not run["samples_per_s"] or len(guide["samples_per_s"]) != len(run["samples_per_s"]):
         return None
     return [mine / theirs for mine, theirs in zip(run["samples_per_s"], guide["samples_per_s"], strict=True)]
+
+
+def against_guide(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each run of another recipe against its `guide` run (:func:`guide_of`), answer by answer (issue 4's
+    within-0.5-points line, seed by seed: difference, 95% interval, McNemar's exact p), with how many times
+    guide's time the whole fine-tune's epochs took it (issue 4's 3x line over the fine-tune)."""
+    out = []
+    for run in runs:
+        guide = guide_of(run, runs) if run["recipe"] != "guide" else None
+        if guide is None:
+            continue
+        pair: dict[str, Any] = {"run": run["run"], "against": guide["run"], "label": group_label(run)}
+        mine, theirs = run["train_seconds"], guide["train_seconds"]
+        same_epochs = len(run["epoch_seconds"]) == len(guide["epoch_seconds"]) and mine > 0
+        pair["whole_speed_ratio"] = theirs / mine if same_epochs else None
+        try:
+            out.append(pair | compare_runs(Path(run["folder"]), Path(guide["folder"])))
+        except PredictionsError as exc:
+            out.append(pair | {"error": str(exc)})
+    return out
+
+
+def against_guide_by_recipe(paired: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each recipe's (and variant's) seed pairs against guide: the mean difference, how many went down, and the
+    range of whole-fine-tune speed ratios."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for p in paired:
+        if "difference" in p:
+            groups.setdefault(p["label"], []).append(p)
+    out = []
+    for label, group in sorted(groups.items()):
+        ratios = [p["whole_speed_ratio"] for p in group if p["whole_speed_ratio"] is not None]
+        out.append(
+            {
+                "runs_of": label,
+                "pairs": len(group),
+                "mean_difference": statistics.fmean(p["difference"] for p in group),
+                "negative_pairs": sum(p["difference"] < 0 for p in group),
+                "whole_speed_ratio_range": [min(ratios), max(ratios)] if ratios else None,
+            }
+        )
+    return out
 
 
 def test_cell(run: dict[str, Any]) -> str:
@@ -496,8 +547,10 @@ def main() -> int:
             print(f"\n{folder}: {host_line(host)}")
         return 0
     paired = pairs(runs)
+    guide_pairs = against_guide(runs)
     if args.json:
         print(json.dumps({"runs": runs, "pairs": paired, "changes": by_change(paired), "recipes": by_recipe(runs),
+                          "against_guide": guide_pairs, "against_guide_by_recipe": against_guide_by_recipe(guide_pairs),
                           "profiled": profiled, "hosts": hosts}, indent=1))  # fmt: skip
         return 0
     for folder, host in hosts.items():
@@ -553,6 +606,21 @@ def main() -> int:
         )
         print(f"{change['change']}: {100 * change['mean_difference']:+.2f} points over {change['pairs']} pair(s), "
               f"{change['negative_pairs']} negative" + (f"; dev by epoch {dev}" if dev else ""))  # fmt: skip
+    for p in guide_pairs:
+        if "error" in p:
+            print(f"{p['run']} vs {p['against']}: {p['error']}")
+            continue
+        low, high = p["difference_ci95"]
+        whole = p["whole_speed_ratio"]
+        print(f"{p['run']} vs {p['against']} (same seed and encoder): {100 * p['difference']:+.2f} points "
+              f"(95% {100 * low:+.2f} to {100 * high:+.2f}, McNemar p = {p['p_value']:.2g}, "
+              f"{p['a_only'] + p['b_only']} discordant)"
+              + (f", whole fine-tune {whole:.2f}x guide's speed" if whole is not None else ""))  # fmt: skip
+    for summary in against_guide_by_recipe(guide_pairs):
+        ratios = summary["whole_speed_ratio_range"]
+        print(f"{summary['runs_of']} against guide: {100 * summary['mean_difference']:+.2f} points over "
+              f"{summary['pairs']} seed pair(s), {summary['negative_pairs']} negative"
+              + (f"; whole fine-tune {ratios[0]:.2f}-{ratios[1]:.2f}x guide's speed" if ratios else ""))  # fmt: skip
     for summary in by_recipe(runs):
         low, high = summary["range"]
         vote = summary["vote_test_accuracy"]
