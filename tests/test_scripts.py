@@ -529,14 +529,20 @@ def test_capture_next_plans_every_item_without_running_it(tmp_path: Path, item: 
 @pytest.mark.parametrize("item", ["table", "base", "speed"])
 def test_capture_next_ends_every_item_with_runs_by_call_s(tmp_path: Path, item: str) -> None:
     """CALL_S sets the second by which the runs end for the table as for speed (the table ignored it once, and a
-    call limited to 495 s started a 474 s run with 560 s of limit); a value that is not whole seconds is refused."""
+    call limited to 495 s started a 474 s run with 560 s of limit); an empty one is the item's default, and a
+    value that is not whole seconds, 60 or more, is refused before anything runs."""
     bin_dir = stand_in_nvidia_smi(tmp_path, "NVIDIA H100 80GB HBM3")
     lines = capture_next_plan(tmp_path, bin_dir, ITEM=item, CALL_S="470")
     assert lines[-1] == "== every run ends by second 470 of the call (CALL_S)"
     assert lines[-2].startswith("== runs: optimized:1 ")
-    refused = subprocess.run(
-        ["bash", "scripts/h200/capture_next.sh"], capture_output=True, text=True, cwd=ROOT, timeout=60,
-        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "OUT": str(tmp_path), "ITEM": item, "CALL_S": "8m"},
-    )  # fmt: skip
-    assert refused.returncode == 2 and refused.stderr.strip() == "CALL_S=8m: expected whole seconds"
+    default = 570 if item == "speed" else 590
+    last = capture_next_plan(tmp_path, bin_dir, ITEM=item, CALL_S="")[-1]
+    assert last == f"== every run ends by second {default} of the call (CALL_S)"
+    for bad in ("8m", "30"):
+        refused = subprocess.run(
+            ["bash", "scripts/h200/capture_next.sh"], capture_output=True, text=True, cwd=ROOT, timeout=60,
+            env={"PATH": f"{bin_dir}:/usr/bin:/bin", "OUT": str(tmp_path), "ITEM": item, "CALL_S": bad},
+        )  # fmt: skip
+        assert refused.returncode == 2
+        assert refused.stderr.strip() == f"CALL_S={bad}: expected whole seconds, 60 or more"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bin"]

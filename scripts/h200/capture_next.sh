@@ -36,9 +36,12 @@ item="${ITEM:-table}"
 # other card.
 [[ "$card" == *H200* && -n "${H200_ITEM:-}" ]] && item="$H200_ITEM"
 stop_if_plan() { [[ -z "${PLAN:-}" ]] || exit 0; }
-call_seconds() {  # CALL_S, or the item's default; a value that is not whole seconds stops the call before it runs
+call_seconds() {  # CALL_S, or the item's default; anything but whole seconds, 60 or more, stops the call before it runs
   local seconds="${CALL_S:-$1}"
-  [[ "$seconds" =~ ^[0-9]+$ ]] || { echo "CALL_S=$seconds: expected whole seconds" >&2; exit 2; }
+  if ! [[ "$seconds" =~ ^[0-9]+$ ]] || ((seconds < 60)); then
+    echo "CALL_S=$seconds: expected whole seconds, 60 or more" >&2
+    exit 2
+  fi
   echo "$seconds"
 }
 if [[ "$item" == table || "$item" == base ]]; then
