@@ -88,17 +88,21 @@ def summarize_runs_module() -> Any:
     return module
 
 
-def test_summarize_runs_pairs_each_variant_with_its_nearest_reference() -> None:
-    """On committed H200 fine-tunes: every variant against the plain run of its seed, and the mean over seeds;
-    and, for runs that all share a field (SET="max_len=256"), the reference with the fewest differences."""
+def summarize_runs(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """scripts/h200/summarize_runs.py run as a user runs it, with the package on PYTHONPATH."""
     import os
     import sys
 
-    def summarize(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "scripts/h200/summarize_runs.py", *args], capture_output=True, text=True,
-            cwd=ROOT, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-        )  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "scripts/h200/summarize_runs.py", *map(str, args)], capture_output=True, text=True,
+        cwd=ROOT, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )  # fmt: skip
+
+
+def test_summarize_runs_pairs_each_variant_with_its_nearest_reference() -> None:
+    """On committed H200 fine-tunes: every variant against the plain run of its seed, and the mean over seeds;
+    and, for runs that all share a field (SET="max_len=256"), the reference with the fewest differences."""
+    summarize = summarize_runs
 
     result = summarize(str(ROOT / "docs/benchmarks/2026-12-04-h200-encoder-j/seeds"))
     assert result.returncode == 0, result.stderr[-2000:]
@@ -201,8 +205,6 @@ def test_summarize_runs_pairs_each_variant_with_its_nearest_reference() -> None:
 def test_summarize_runs_reports_a_weight_average_against_its_own_trained_weights(tmp_path: Path) -> None:
     """A real CPU run with ema_decay: its result scores the trained weights beside the average, and
     summarize_runs.py prints the paired difference between the two from that result."""
-    import os
-    import sys
 
     from dgxperf.train.loop import RunOptions, train
 
@@ -215,10 +217,7 @@ def test_summarize_runs_reports_a_weight_average_against_its_own_trained_weights
     )
     assert result is not None
     paired = result["weight_average"]["paired"]
-    shown = subprocess.run(
-        [sys.executable, "scripts/h200/summarize_runs.py", str(tmp_path / "runs")], capture_output=True,
-        text=True, cwd=ROOT, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-    )  # fmt: skip
+    shown = summarize_runs(tmp_path / "runs")
     assert shown.returncode == 0, shown.stderr[-2000:]
     expected = (
         f"optimized-s1-ema: its weight average (decay 0.9) {100 * paired['difference']:+.2f} points over its "
@@ -257,14 +256,9 @@ def test_summarize_runs_pairs_each_recipe_with_guide_of_its_seed(tmp_path: Path)
     against guide of its seed (paired difference, McNemar p, discordant reviews) and the whole fine-tune's speed
     against guide's; a run whose guide was tested on another split says so instead of a figure."""
     import json
-    import os
-    import sys
 
     def summarize(folder: Path, *args: str) -> str:
-        result = subprocess.run(
-            [sys.executable, "scripts/h200/summarize_runs.py", str(folder), *args], capture_output=True, text=True,
-            cwd=ROOT, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-        )  # fmt: skip
+        result = summarize_runs(folder, *args)
         assert result.returncode == 0, result.stderr[-2000:]
         return result.stdout
 
@@ -369,9 +363,7 @@ def test_capture_seeds_gives_a_long_kind_its_full_run_when_only_run_limit_s_boun
 def test_summarize_runs_draws_each_groups_curves_from_the_committed_r_drop_pairs(tmp_path: Path) -> None:
     """`--curves`: dev accuracy by epoch and the logged loss, a mean per recipe and variant; the group means
     are the runs' own (R-Drop's dev ends above the plain runs' on this encoder: +0.79 points at epoch 3)."""
-    import os
     import statistics
-    import sys
 
     module = summarize_runs_module()
     folder = ROOT / "docs" / "benchmarks" / "2026-12-06-h100-rdrop"
@@ -385,10 +377,7 @@ def test_summarize_runs_draws_each_groups_curves_from_the_committed_r_drop_pairs
     picture = tmp_path / "curves.png"
     module.write_curves(runs, picture)
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    missing = subprocess.run(
-        [sys.executable, "scripts/h200/summarize_runs.py", str(folder), "--curves", str(tmp_path / "no" / "c.png")],
-        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-    )  # fmt: skip
+    missing = summarize_runs(folder, "--curves", tmp_path / "no" / "c.png")
     assert missing.returncode == 2 and "no such folder for the curves" in missing.stderr
 
 
@@ -424,13 +413,7 @@ def test_summarize_runs_reads_each_runs_gpu_busy_share_from_the_calls_recordings
     began, ended = windows["guide-s3-lr1e-4-rdrop_alpha0"]
     assert (began - started.timestamp(), ended - began) == (10, 90)
     # and the per-run line prints it
-    import os
-    import sys
-
-    printed = subprocess.run(
-        [sys.executable, "scripts/h200/summarize_runs.py", str(folder)], capture_output=True, text=True,
-        cwd=ROOT, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-    ).stdout  # fmt: skip
+    printed = summarize_runs(folder).stdout
     pool = next(line for line in printed.splitlines() if line.startswith("optimized-s1-graph_gradspool "))
     assert pool.endswith(", GPU busy 87%")
 
@@ -465,6 +448,14 @@ def stand_in_nvidia_smi(tmp_path: Path, card: str) -> Path:
     return bin_dir
 
 
+def capture_next(tmp_path: Path, bin_dir: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """capture_next.sh with `bin_dir`'s nvidia-smi first on PATH, writing under `tmp_path`."""
+    return subprocess.run(
+        ["bash", "scripts/h200/capture_next.sh"], capture_output=True, text=True, cwd=ROOT, timeout=60,
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "OUT": str(tmp_path)} | env,
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("card", "chosen"),
     [("NVIDIA H200", "h200-choice"), ("NVIDIA H100 80GB HBM3", "any-choice"), ("", "any-choice")],
@@ -473,21 +464,14 @@ def test_capture_next_takes_h200_item_on_an_h200_only(tmp_path: Path, card: str,
     """H200_ITEM=speed runs the speed half of the 3x line on an H200 and ITEM (item 2) on any other card; an item
     it does not know is refused before anything runs, so its name in the refusal says which one was chosen."""
     bin_dir = stand_in_nvidia_smi(tmp_path, card)
-    result = subprocess.run(
-        ["bash", "scripts/h200/capture_next.sh"], capture_output=True, text=True, cwd=ROOT, timeout=60,
-        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "OUT": str(tmp_path), "ITEM": "any-choice",
-             "H200_ITEM": "h200-choice", "PLAN": "yes"},
-    )  # fmt: skip
+    result = capture_next(tmp_path, bin_dir, ITEM="any-choice", H200_ITEM="h200-choice", PLAN="yes")
     assert result.returncode == 2
     assert result.stderr.strip() == f"ITEM={chosen}: expected table, base, speed, graphs or ablation"
 
 
 def capture_next_plan(tmp_path: Path, bin_dir: Path, **env: str) -> list[str]:
     """capture_next.sh's lines under PLAN=yes, checking that it wrote nothing and ran nothing."""
-    result = subprocess.run(
-        ["bash", "scripts/h200/capture_next.sh"], capture_output=True, text=True, cwd=ROOT, timeout=60,
-        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "OUT": str(tmp_path), "PLAN": "yes"} | env,
-    )  # fmt: skip
+    result = capture_next(tmp_path, bin_dir, **({"PLAN": "yes"} | env))
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bin"]
     return result.stdout.splitlines()
@@ -539,10 +523,7 @@ def test_capture_next_ends_every_item_with_runs_by_call_s(tmp_path: Path, item: 
     last = capture_next_plan(tmp_path, bin_dir, ITEM=item, CALL_S="")[-1]
     assert last == f"== every run ends by second {default} of the call (CALL_S)"
     for bad in ("8m", "30"):
-        refused = subprocess.run(
-            ["bash", "scripts/h200/capture_next.sh"], capture_output=True, text=True, cwd=ROOT, timeout=60,
-            env={"PATH": f"{bin_dir}:/usr/bin:/bin", "OUT": str(tmp_path), "ITEM": item, "CALL_S": bad},
-        )  # fmt: skip
+        refused = capture_next(tmp_path, bin_dir, ITEM=item, CALL_S=bad)
         assert refused.returncode == 2
         assert refused.stderr.strip() == f"CALL_S={bad}: expected whole seconds, 60 or more"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bin"]
