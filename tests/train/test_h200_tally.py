@@ -754,16 +754,69 @@ T_RECIPES = {
     "baseline-s1": 86.81,
 }
 
+# One epoch of each recipe from scratch (`capture_next.sh`'s ITEM=speed, no encoder: the speed half of issue 4's 3x
+# line only), on two H100 hosts: the first on 2026-12-06, the second on 2026-12-07 in two calls on one machine.
+SPEED_LAUNCH = "2026-12-06-h100-speed-launch"
+SPEED_HOST_1 = "2026-12-07-h100-speed-host/call1"
+SPEED_HOST_2 = "2026-12-07-h100-speed-host/call2"
+
+
+@pytest.mark.parametrize(
+    ("folder", "runs"),
+    [
+        (SPEED_LAUNCH, ("optimized-s1", "guide-s1", "optimized-s1-profile_steps10")),
+        (SPEED_HOST_1, ("optimized-s1", "guide-s1", "optimized-s2", "guide-s2", "baseline-s1",
+                        "optimized-s1-profile_steps10")),
+        (SPEED_HOST_2, ("optimized-s1", "guide-s1", "optimized-s2", "guide-s2", "optimized-s1-profile_steps10")),
+    ],
+)  # fmt: skip
+def test_the_speed_runs_are_one_epoch_from_scratch_of_the_recipes_as_they_now_stand(
+    folder: str, runs: tuple[str, ...]
+) -> None:
+    """No encoder, one epoch, R-Drop in full, pool gradients for optimized alone; the seed in the folder's name."""
+    assert (BENCH / folder / "encoder.id").read_text().strip() == "none"
+    assert sorted(p.name for p in (BENCH / folder).iterdir() if p.is_dir()) == sorted(runs)
+    for run in runs:
+        result = result_in(folder, run)
+        config = result["config"]
+        assert result["init"] is None and len(result["epochs"]) == config["epochs"] == 1, run
+        assert (config["ema_decay"], config["rdrop_share"]) == (0.0, 1.0), run
+        assert config["graph_grads"] == ("pool" if result["recipe"] == "optimized" else "fixed"), run
+        assert config["seed"] == int(run.split("-s")[1][0]), run
+        assert result["global_batch"] == pytest.approx(OWN_SETTINGS[result["recipe"]][0]), run
+    # from the same seed the same weights: the profiler changes the timing, not the model
+    assert (
+        result_in(folder, "optimized-s1-profile_steps10")["test"] == result_in(folder, "optimized-s1")["test"]
+    )
+
+
+def step_losses(folder: str, run: str) -> list[float]:
+    lines = (BENCH / folder / run / "metrics.jsonl").read_text().splitlines()
+    return [record["loss"] for record in map(json.loads, lines) if record.get("type") == "step"]
+
+
+def test_the_second_call_on_one_machine_trains_the_same_models_again() -> None:
+    """The speed host's two calls ran the same runs on one warm machine: identical test answers, so the calls
+    differ only in timing."""
+    for run in ("optimized-s1", "guide-s1", "optimized-s2", "guide-s2"):
+        first, second = result_in(SPEED_HOST_1, run), result_in(SPEED_HOST_2, run)
+        assert first["test"] == second["test"], run
+        assert first["epochs"][0]["dev_loss"] == second["epochs"][0]["dev_loss"], run
+        assert step_losses(SPEED_HOST_1, run) == step_losses(SPEED_HOST_2, run), run
+
 
 @pytest.mark.parametrize(
     ("encoder", "step_ms", "shares"),
     [
         (ENCODER_R, 75.3, {"gemm": 49, "elementwise": 29, "attention": 14, "optimizer": 5}),
         (ENCODER_S, 79.9, {"gemm": 49, "elementwise": 29, "attention": 15, "optimizer": 6}),
+        (SPEED_HOST_1, 76.3, {"gemm": 49, "elementwise": 29, "attention": 14, "optimizer": 5}),
+        (SPEED_HOST_2, 76.8, {"gemm": 49, "elementwise": 29, "attention": 14, "optimizer": 5}),
     ],
 )
 def test_the_profiled_step_the_readmes_quote(encoder: str, step_ms: float, shares: dict[str, int]) -> None:
-    """One replay a step, GPU bound, GEMMs about half the kernel time (48% on the first host, 49% on R's and S's)."""
+    """One replay a step, GPU bound, GEMMs about half the kernel time (48% on the first host, 49% on R's, S's and
+    the 2026-12-07 speed host's, in both its calls)."""
     profile = result_in(encoder, "optimized-s1-profile_steps10")["profile"]
     assert (profile["steps"], profile["bound"], profile["graph_launches_per_step"]) == (10, "gpu", 1.0)
     assert round(profile["step_ms"], 1) == step_ms and round(profile["gpu_busy_share"], 2) == 0.98
@@ -846,6 +899,8 @@ def test_the_r_drop_tally_with_encoders_r_and_t(
         (ENCODER_R, (1, 2, 3), (1, 2, 3, 4), (1468, 1489), (2.67, 3.19), 2.88, 2, (513, 460)),
         (ENCODER_S, (1, 2, 3, 4), (1, 2, 3, 4), (1459, 1473), (2.71, 3.08), 2.83, 1, (518, 476)),
         (ENCODER_T, (1, 2), (1, 2, 3), (1470, 1482), (3.26, 3.78), 3.47, 6, (425, 389)),
+        (SPEED_HOST_1, (1, 2), (1, 2), (1455, 1465), (2.73, 2.81), 2.77, 0, (527, 520)),
+        (SPEED_HOST_2, (1, 2), (1, 2), (1460, 1468), (2.66, 2.93), 2.79, 0, (525, 499)),
     ],
 )
 def test_the_speed_figures_the_readmes_quote(
@@ -860,7 +915,7 @@ def test_the_speed_figures_the_readmes_quote(
 ) -> None:
     """optimized GPU bound at ~1,470 samples/s on every host; guide host bound, so the ratio is the host's: median
     2.88x on R's (two epoch pairs of nine at 3x), 2.83x on S's (one of twelve), 3.47x on T's (six of six, guide
-    389-455 samples/s)."""
+    389-455 samples/s), 2.77x and 2.79x in the 2026-12-07 speed host's two calls (none of four, guide 499-551)."""
     optimized_rates, epoch_ratios, guide_rates = speed_figures(encoder, seeds, optimized_seeds)
     assert rates[0] < min(optimized_rates) and max(optimized_rates) < rates[1]
     assert (round(min(epoch_ratios), 2), round(max(epoch_ratios), 2)) == ratios
@@ -895,18 +950,24 @@ def elementwise_groups(trace: dict[str, Any]) -> dict[str, float]:
     return groups
 
 
+# the same split on every host that kept its trace
+ELEMENTWISE_SHARES = {"gelu": 30, "qkv_grad": 10, "dropout_residual_norm": 52, "other": 7}
+
+
 @pytest.mark.parametrize(
     ("encoder", "largest", "elementwise_ms", "shares"),
     [
-        (ENCODER_R, (3.374, 2.39, 2.365), 22.4, {"gelu": 30, "qkv_grad": 10, "dropout_residual_norm": 52, "other": 7}),
-        (ENCODER_S, (3.42, 2.415, 2.413), 22.7, {"gelu": 30, "qkv_grad": 10, "dropout_residual_norm": 52, "other": 7}),
+        (ENCODER_R, (3.374, 2.39, 2.365), 22.4, ELEMENTWISE_SHARES),
+        (ENCODER_S, (3.42, 2.415, 2.413), 22.7, ELEMENTWISE_SHARES),
+        (SPEED_HOST_1, (3.438, 2.469, 2.412), 22.8, ELEMENTWISE_SHARES),
     ],
-)  # fmt: skip
+)
 def test_the_profiled_traces_give_their_results_again_and_say_where_elementwise_time_goes(
     encoder: str, largest: tuple[float, ...], elementwise_ms: float, shares: dict[str, int]
 ) -> None:
-    """Each trace came back with its run (R's and S's): it gives result.json's profile again, and its elementwise
-    ~29% is dropout, residual adds and LayerNorm (about half), GELU (30%) and the fused QKV's gradient (a tenth)."""
+    """Each trace came back with its run (R's, S's and the 2026-12-07 speed host's first call's): it gives
+    result.json's profile again, and its elementwise ~29% is dropout, residual adds and LayerNorm (about half),
+    GELU (30%) and the fused QKV's gradient (a tenth)."""
     from dgxperf.train.trace import load_trace, summarize_trace
 
     trace = load_trace(BENCH / encoder / "optimized-s1-profile_steps10/profile/trace.json.gz")
@@ -914,9 +975,12 @@ def test_the_profiled_traces_give_their_results_again_and_say_where_elementwise_
     quoted = result_in(encoder, "optimized-s1-profile_steps10")["profile"]
     for field in set(quoted) - {"trace", "requested_steps", "kernel_classes"}:
         assert summary[field] == quoted[field], field
-    assert [{k: v for k, v in c.items() if k != "kernels"} for c in summary["kernel_classes"]] == quoted[
-        "kernel_classes"
-    ]
+
+    # result.json has kept each class's largest kernels since f3c8ba7 (R's and S's runs came before it)
+    def classes(summary: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{k: v for k, v in c.items() if k != "kernels"} for c in summary["kernel_classes"]]
+
+    assert classes(summary) == classes(quoted)
     elementwise = next(c for c in summary["kernel_classes"] if c["class"] == "elementwise")
     assert [k["name"] for k in elementwise["kernels"]] == [
         "triton_poi_fused_gelu_gelu_backward_view",
