@@ -67,9 +67,16 @@ def alternate(name, ours, plain):
         states.append(m.extra.get("gpu_state"))
         b.append(plain())
     ratio = statistics.median(a) / statistics.median(b)
-    return {"figure": name, "dgxperf": a, "plain": b, "dgxperf_median": statistics.median(a),
-            "plain_median": statistics.median(b), "ratio": ratio, "within_3pct": abs(ratio - 1) <= 0.03,
-            "gpu_state_after_dgxperf": states}
+    return {
+        "figure": name,
+        "dgxperf": a,
+        "plain": b,
+        "dgxperf_median": statistics.median(a),
+        "plain_median": statistics.median(b),
+        "ratio": ratio,
+        "within_3pct": abs(ratio - 1) <= 0.03,
+        "gpu_state_after_dgxperf": states,
+    }
 
 
 def main():
@@ -80,34 +87,46 @@ def main():
     with GpuSensor(0) as sensor:
         for size in (4096, 8192):
             shape = gemm.Shape("square", size, size, size)
-            results.append(alternate(
-                f"bf16 GEMM {shape} sustained",
-                lambda shape=shape: gemm.measure("bf16", shape, device, batches=10, preload_s=0.5, sensor=sensor),
-                lambda size=size: plain_gemm(size, size, size, seconds=0.2, preload=0.5),
-            ))
+            results.append(
+                alternate(
+                    f"bf16 GEMM {shape} sustained",
+                    lambda shape=shape: gemm.measure(
+                        "bf16", shape, device, batches=10, preload_s=0.5, sensor=sensor
+                    ),
+                    lambda size=size: plain_gemm(size, size, size, seconds=0.2, preload=0.5),
+                )
+            )
 
         def rested(fn):
             time.sleep(3)  # idle, so the boost clocks are back, as before dgxperf's burst measurement
             return fn()
 
         shape = gemm.Shape("square", 4096, 4096, 4096)
-        results.append(alternate(
-            f"bf16 GEMM {shape} burst",
-            lambda: rested(lambda: gemm.measure("bf16", shape, device, batches=5, mode="burst", sensor=sensor)),
-            lambda: rested(lambda: plain_gemm(4096, 4096, 4096, seconds=0.025, preload=0.0)),
-        ))
+        results.append(
+            alternate(
+                f"bf16 GEMM {shape} burst",
+                lambda: rested(
+                    lambda: gemm.measure("bf16", shape, device, batches=5, mode="burst", sensor=sensor)
+                ),
+                lambda: rested(lambda: plain_gemm(4096, 4096, 4096, seconds=0.025, preload=0.0)),
+            )
+        )
         copy_bytes = 4 << 30
-        results.append(alternate(
-            "device copy 4 GiB",
-            lambda: memory.measure("copy", copy_bytes, device, batches=10),
-            lambda: plain_copy(copy_bytes),
-        ))
+        results.append(
+            alternate(
+                "device copy 4 GiB",
+                lambda: memory.measure("copy", copy_bytes, device, batches=10),
+                lambda: plain_copy(copy_bytes),
+            )
+        )
         for size in (256 << 20, 1 << 30):
-            results.append(alternate(
-                f"H2D pinned {size >> 20} MiB",
-                lambda size=size: pcie.measure("h2d", True, size, device, peak, batches=10),
-                lambda size=size: plain_h2d(size),
-            ))
+            results.append(
+                alternate(
+                    f"H2D pinned {size >> 20} MiB",
+                    lambda size=size: pcie.measure("h2d", True, size, device, peak, batches=10),
+                    lambda size=size: plain_h2d(size),
+                )
+            )
     print(json.dumps({"device": device.name, "torch": torch.__version__, "results": results}, indent=1))
 
 

@@ -67,11 +67,20 @@ def run(name, batch, precision, compile_blocks, fused=True, steps=30, warmup=8, 
     per_step = times[1]
     sps = batch / per_step
     flops = flops_per_sample(cfg, SEQ) * sps
-    out = {"name": name, "whole_compile_mode": whole, "batch": batch, "precision": precision,
-           "compile": compile_blocks, "params": param_count(cfg), "samples_per_s": round(sps, 1),
-           "mfu": round(flops / PEAK / 1e12, 4), "tflops": round(flops / 1e12, 1),
-           "step_ms": [round(x * 1e3, 2) for x in times],
-           "peak_mem_gb": round(torch.cuda.max_memory_allocated() / 1e9, 2), "warmup_s": round(compile_s, 1)}
+    out = {
+        "name": name,
+        "whole_compile_mode": whole,
+        "batch": batch,
+        "precision": precision,
+        "compile": compile_blocks,
+        "params": param_count(cfg),
+        "samples_per_s": round(sps, 1),
+        "mfu": round(flops / PEAK / 1e12, 4),
+        "tflops": round(flops / 1e12, 1),
+        "step_ms": [round(x * 1e3, 2) for x in times],
+        "peak_mem_gb": round(torch.cuda.max_memory_allocated() / 1e9, 2),
+        "warmup_s": round(compile_s, 1),
+    }
     print(json.dumps(out), flush=True)
 
 

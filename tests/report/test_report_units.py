@@ -95,7 +95,9 @@ def test_ablation_variants_follow_the_node_and_the_mode() -> None:
     assert "optimized - CUDA graphs" not in eight  # eight processes would each run the eager step
     assert "optimized - pool gradients" not in eight
     quick = {v.name for v in ablation_variants(plan(gpu_count=0))}
-    assert not any("compile" in n or "workers" in n or "repeat" in n or "graphs" in n or "pool" in n for n in quick)
+    assert not any(
+        "compile" in n or "workers" in n or "repeat" in n or "graphs" in n or "pool" in n for n in quick
+    )
     assert {"optimized", "guide", "optimized - bucketing", "guide + bf16"} <= quick
     # quick mode pins the eager step (a CPU records no graph); fp16's variant asks for the same, so it stays
     assert plan(gpu_count=0).shared["cuda_graphs"] == "false" and "optimized - bf16" in quick
