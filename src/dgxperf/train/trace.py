@@ -145,10 +145,13 @@ def kernel_family(name: str) -> str:
     return match.group(1) if match else name
 
 
-def _largest(times: dict[str, float], steps: int, count: int) -> list[dict[str, Any]]:
-    """The ``count`` largest of ``times`` (µs over the steps by kernel name), in ms a step, largest first."""
+def _largest(
+    times: dict[str, float], steps: int, count: int, field: str = "ms_per_step"
+) -> list[dict[str, Any]]:
+    """The ``count`` largest of ``times`` (µs over the steps by name), in ms a step under ``field``, largest
+    first."""
     ranked = sorted(times.items(), key=lambda item: -item[1])[:count]
-    return [{"name": name[:120], "ms_per_step": round(us / 1e3 / steps, 3)} for name, us in ranked]
+    return [{"name": name[:120], field: round(us / 1e3 / steps, 3)} for name, us in ranked]
 
 
 def _class_times(kernel_time: dict[str, float], steps: int) -> list[dict[str, Any]]:
@@ -275,10 +278,7 @@ def summarize_trace(trace: dict[str, Any], drop_last: bool = False) -> dict[str,
         "sync_ms_per_step": round(sync_us / 1e3 / count, 3) if api else None,
         "fp32_gemm_share": round(fp32_gemm_us / kernel_us, 4) if kernel_us else None,
         "kernel_classes": _class_times(kernel_time, count) if kernel_us else [],
-        "top_cpu_ops": [
-            {"name": name[:120], "self_ms_per_step": round(us / 1e3 / count, 3)}
-            for name, us in sorted(self_times.items(), key=lambda item: -item[1])[:TOP]
-        ],
+        "top_cpu_ops": _largest(self_times, count, TOP, field="self_ms_per_step"),
         "top_kernels": _largest(kernel_time, count, TOP),
     }
 
