@@ -102,9 +102,7 @@ def summarize_runs(*args: str | Path) -> subprocess.CompletedProcess[str]:
 def test_summarize_runs_pairs_each_variant_with_its_nearest_reference() -> None:
     """On committed H200 fine-tunes: every variant against the plain run of its seed, and the mean over seeds;
     and, for runs that all share a field (SET="max_len=256"), the reference with the fewest differences."""
-    summarize = summarize_runs
-
-    result = summarize(str(ROOT / "docs/benchmarks/2026-12-04-h200-encoder-j/seeds"))
+    result = summarize_runs(str(ROOT / "docs/benchmarks/2026-12-04-h200-encoder-j/seeds"))
     assert result.returncode == 0, result.stderr[-2000:]
     assert "optimized-s2-lr_layer_decay0.9 vs optimized-s2: -1.32 points" in result.stdout
     assert (
@@ -112,20 +110,20 @@ def test_summarize_runs_pairs_each_variant_with_its_nearest_reference() -> None:
         in (result.stdout)
     )
     # a change's mechanism on dev, epoch by epoch: mean pooling did not lift dev after epoch 1 (H100, encoder M)
-    pairs = summarize(str(ROOT / "docs/benchmarks/2026-12-05-h100-pooling-smoothing-pairs"))
+    pairs = summarize_runs(str(ROOT / "docs/benchmarks/2026-12-05-h100-pooling-smoothing-pairs"))
     assert "pooling=mean: -0.31 points over 6 pair(s), 3 negative; dev by epoch +0.30 / +0.51 / +0.25" in (
         pairs.stdout
     )
     # each recipe's runs from one encoder, with the vote its README quotes (ties go to the first run's answer)
     assert "optimized, encoder 546e89e72342: 8 run(s), test mean 85.70% (84.33-86.41%), 4 at or above 86%, " \
         "their vote 86.46%" in pairs.stdout  # fmt: skip
-    base = summarize(str(ROOT / "docs/benchmarks/2026-12-06-h100-base-preset")).stdout
+    base = summarize_runs(str(ROOT / "docs/benchmarks/2026-12-06-h100-base-preset")).stdout
     assert "baseline (preset=base), encoder e3fbcb0b189b: 3 run(s), test mean 85.73% (84.85-86.35%), " \
         "2 at or above 86%, their vote 85.83%" in base  # fmt: skip
     assert "all recipes (preset=base): 9 run(s), test mean 85.51% (84.79-86.81%), 3 at or above 86%, " \
         "their vote 85.77%" in base  # fmt: skip
     # with the n-gram model averaged in (encoder N, the first runs that carry it): each run and each group
-    fused = summarize(str(ROOT / "docs/benchmarks/2026-12-06-h100-ngram-fusion")).stdout
+    fused = summarize_runs(str(ROOT / "docs/benchmarks/2026-12-06-h100-ngram-fusion")).stdout
     assert "baseline  seed 1  test 85.48% (with n-grams 86.52%, weight 0.30)" in fused
     assert "all recipes: 5 run(s), test mean 85.90% (85.48-86.41%), 2 at or above 86%, their vote 86.64%; " \
         "with n-grams mean 86.36%, 4 at or above 86%" in fused  # fmt: skip
@@ -133,14 +131,14 @@ def test_summarize_runs_pairs_each_variant_with_its_nearest_reference() -> None:
                      result.stdout)  # fmt: skip
     # the graphed step is the eager one, replayed: on the H200 every logged loss came out the same
     graphs = str(ROOT / "docs/benchmarks/2026-12-05-h200-cuda-graphs")
-    result = summarize(graphs)
+    result = summarize_runs(graphs)
     assert "vs optimized-s1: +0.00 points" in result.stdout
     assert "speed x1.60, step losses at most 0 apart over 6 logged steps" in result.stdout
     # memory: what the epochs allocated at their peak and what the card kept reserved (the recording's cost)
-    h100 = summarize(str(ROOT / "docs/benchmarks/2026-12-05-h100-encoder-256")).stdout
+    h100 = summarize_runs(str(ROOT / "docs/benchmarks/2026-12-05-h100-encoder-256")).stdout
     assert "test 86.18%" in h100 and "memory 20.4 GB peak, 64.1 GB reserved" in h100
     # a profiled run repeats its seed under the profiler: reported with its profile, counted in no group
-    ablation = summarize(str(ROOT / "docs/benchmarks/2026-12-06-h100-graphs-ablation/graphs")).stdout
+    ablation = summarize_runs(str(ROOT / "docs/benchmarks/2026-12-06-h100-graphs-ablation/graphs")).stdout
     assert "optimized, encoder none: 1 run(s), test mean 52.02%" in ablation
     profiled_line = (
         r"optimized-s1-profile_steps10 +optimized seed 1 +test 52\.02% +samples/s \[1871\], profiled "
@@ -150,11 +148,11 @@ def test_summarize_runs_pairs_each_variant_with_its_nearest_reference() -> None:
     assert "vs optimized-s1-profile_steps10" not in ablation
     assert (
         "optimized-s1-profile_steps10"
-        not in summarize(
+        not in summarize_runs(
             str(ROOT / "docs/benchmarks/2026-12-06-h100-graphs-ablation/graphs"), "--table"
         ).stdout
     )
-    table = summarize(graphs, "--table").stdout
+    table = summarize_runs(graphs, "--table").stdout
     # issue 4's table: per epoch seconds, samples/s and speed against guide of the same seed
     assert (
         "| `optimized-s1-cuda_graphstrue` | 5.0 | 2,756 | 5.74 | 168,897 | 31.5% | 5.6 GB | 52.02 | 52.02% |"
