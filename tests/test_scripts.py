@@ -299,6 +299,17 @@ def test_summarize_runs_pairs_each_recipe_with_guide_of_its_seed(tmp_path: Path)
     assert module.against_guide(runs)[0]["whole_speed_ratio"] is None
 
 
+def test_summarize_runs_gives_the_figures_encoder_us_readme_quotes() -> None:
+    """Encoder U's one seed of each recipe: the pair against guide, the whole fine-tune's speed and the host's
+    launch cost, as its README quotes them."""
+    result = summarize_runs(ROOT / "docs/benchmarks/2026-12-07-h100-encoder-u")
+    assert result.returncode == 0, result.stderr[-2000:]
+    printed = result.stdout
+    assert "optimized-s1 vs guide-s1 (same seed and encoder): -0.17 points (95% -1.21 to +0.87, McNemar p = 0.83, " \
+        "85 discordant), whole fine-tune 3.43x guide's speed" in printed  # fmt: skip
+    assert "host: one eager launch 7.16 µs (median of 3 reading(s)), a replayed kernel 1.00 µs" in printed
+
+
 STAND_IN = """#!/usr/bin/env bash
 # python3 for capture_seeds.sh's shell logic alone: a train run writes its result at once, monitor waits
 case "$*" in
