@@ -486,22 +486,36 @@ def capture_next_plan(tmp_path: Path, bin_dir: Path, **env: str) -> list[str]:
     return result.stdout.splitlines()
 
 
+RESIDUAL_PAIRS = "optimized:1 optimized:1:bf16_residual=true optimized:2 optimized:2:bf16_residual=true"
+PROFILED_PAIR = "optimized:1:profile_steps=10 optimized:1:profile_steps=10,bf16_residual=true"
+
+
 @pytest.mark.parametrize(
-    ("card", "head"),
+    ("card", "item", "runs"),
     [
-        ("NVIDIA H200", "optimized:1 guide:1 baseline:1 "),
-        ("NVIDIA H100 80GB HBM3", "optimized:1 baseline:1 guide:1 "),
-        ("", "optimized:1 baseline:1 guide:1 "),
+        ("NVIDIA H200", "table", "optimized:1 guide:1 baseline:1 optimized:2 guide:2 optimized:3 guide:3 "
+         "baseline:2 optimized:1:profile_steps=10 optimized:4 guide:4"),
+        ("NVIDIA H200", "speed", "optimized:1 guide:1 optimized:1:profile_steps=10 baseline:1 optimized:2 guide:2"),
+        ("NVIDIA H100 80GB HBM3", "table", f"{RESIDUAL_PAIRS} guide:1 optimized:3 optimized:3:bf16_residual=true "
+         f"{PROFILED_PAIR}"),
+        ("NVIDIA H100 80GB HBM3", "speed", f"{RESIDUAL_PAIRS} {PROFILED_PAIR} guide:1"),
+        ("", "table", f"{RESIDUAL_PAIRS} guide:1 optimized:3 optimized:3:bf16_residual=true {PROFILED_PAIR}"),
     ],
-)
-def test_capture_next_puts_the_3x_lines_runs_first_on_an_h200(tmp_path: Path, card: str, head: str) -> None:
-    """On an H200 the table's list opens with the 3x line's two runs (optimized, guide), so a session short of time
-    after refusals still measures it; elsewhere baseline comes second, for the tally. RUNS replaces the list."""
+)  # fmt: skip
+def test_capture_next_runs_the_table_on_an_h200_and_the_bf16_residual_pairs_elsewhere(
+    tmp_path: Path, card: str, item: str, runs: str
+) -> None:
+    """On an H200 the table's list opens with the 3x line's two runs (optimized, guide), so a session short of
+    time after refusals still measures it. Elsewhere, since the tally has 44 runs, optimized with and without
+    bf16_residual paired by seed, and guide:1 for the host's ratio; each pair's second run is the first's
+    variant. RUNS replaces either list."""
     bin_dir = stand_in_nvidia_smi(tmp_path, card)
-    line = capture_next_plan(tmp_path, bin_dir)[-2]
-    assert line.startswith(f"== runs: {head}")
-    assert line.endswith(" optimized:1:profile_steps=10 optimized:4 guide:4")
-    assert capture_next_plan(tmp_path, bin_dir, RUNS="guide:7")[-2] == "== runs: guide:7"
+    assert capture_next_plan(tmp_path, bin_dir, ITEM=item)[-2] == f"== runs: {runs}"
+    listed = runs.split()
+    for run in (r for r in listed if r.endswith("bf16_residual=true")):
+        reference = run.removesuffix("bf16_residual=true")[:-1]  # and its ':' or ','
+        assert listed.index(reference) == listed.index(run) - 1, run
+    assert capture_next_plan(tmp_path, bin_dir, ITEM=item, RUNS="guide:7")[-2] == "== runs: guide:7"
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -125,6 +126,21 @@ def test_bucketing_cuts_padding_and_bf16_runs(tmp_path: Path) -> None:
     result = run(cfg, tmp_path / "opt", checkpoints=False)
     assert result["epochs"][0]["padding_share"] < 0.15
     assert not (tmp_path / "opt" / "checkpoints").exists()
+
+
+def test_a_bf16_residual_run_trains_close_to_the_fp32_stream_and_records_it(tmp_path: Path) -> None:
+    """The same tiny run, same seed, with the stream in bf16: every logged loss moves, by little; its recipe
+    says so."""
+    common = {"epochs": "1", "compile": "false", "num_workers": "0", "ngram_fusion": "false"}
+    plain = run(config("optimized", **common), tmp_path / "plain", checkpoints=False)
+    cast = run(config("optimized", bf16_residual="true", **common), tmp_path / "cast", checkpoints=False)
+    assert cast["config"]["bf16_residual"] and not plain["config"]["bf16_residual"]
+    assert cast["recipe_changes"]["bf16_residual"] is True
+    losses = [r["loss"] for r in records(tmp_path / "cast", "step")]
+    plain_losses = [r["loss"] for r in records(tmp_path / "plain", "step")]
+    assert len(losses) == len(plain_losses) == 4 and all(map(math.isfinite, losses))
+    gaps = [abs(a - b) for a, b in zip(losses, plain_losses, strict=True)]
+    assert 0 < max(gaps) < 1e-3  # the cast reached the blocks; bf16's rounding, not another model
 
 
 def test_a_new_run_in_a_used_folder_logs_only_itself(tmp_path: Path) -> None:

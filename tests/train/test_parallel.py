@@ -1,5 +1,5 @@
-"""What parallel.py applies to the model from outside it: activation checkpointing; whole-model compile;
-the compile counter."""
+"""What parallel.py applies to the model from outside it: activation checkpointing; the bf16 residual
+stream; whole-model compile; the compile counter."""
 
 from __future__ import annotations
 
@@ -54,6 +54,38 @@ def test_activation_checkpointing_recomputes_each_block_in_backward() -> None:
     assert len(calls) == 1
     loss.backward()
     assert len(calls) == 2  # the forward ran again during backward: its activations were not kept
+
+
+def _block_dtypes(model: Encoder, ids: torch.Tensor) -> tuple[list[torch.dtype], torch.Tensor]:
+    """Under bf16 autocast: the dtype of the stream entering each block and leaving the last, and the loss."""
+    seen: list[torch.dtype] = []
+    for block in model.blocks:
+        block.register_forward_pre_hook(lambda _m, args: seen.append(args[0].dtype))
+    model.blocks[-1].register_forward_hook(lambda _m, _a, out: seen.append(out.dtype))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = model(ids, None)
+    assert logits.dtype == torch.float32  # the head still hands the loss fp32
+    return seen, F.cross_entropy(logits, torch.tensor([0, 1]))
+
+
+def test_the_bf16_residual_stream_runs_every_block_in_bf16_and_keeps_the_model_as_it_was() -> None:
+    config = preset("tiny", vocab_size=40, num_labels=2, max_len=16)
+    torch.manual_seed(0)
+    plain = Encoder(config)
+    cast = Encoder(config)
+    cast.load_state_dict(plain.state_dict())
+    parallel.bf16_residual(cast)
+    assert list(cast.state_dict()) == list(plain.state_dict())  # checkpoints load either way
+    ids = torch.randint(1, 40, (2, 8), generator=torch.Generator().manual_seed(1))
+    plain_dtypes, _ = _block_dtypes(plain, ids)
+    cast_dtypes, loss = _block_dtypes(cast, ids)
+    assert set(plain_dtypes) == {torch.float32}  # autocast alone: the GEMMs are bf16, the stream is not
+    assert cast_dtypes == [torch.bfloat16] * (len(cast.blocks) + 1)
+    loss.backward()
+    # the parameters, their gradients and so the optimizer stay fp32
+    parameters = list(cast.parameters())
+    assert {p.dtype for p in parameters} == {p.grad.dtype for p in parameters} == {torch.float32}
+    assert all(torch.isfinite(p.grad).all() for p in parameters)
 
 
 def test_compiled_graphs_counts_each_new_shape_that_recompiles() -> None:

@@ -132,6 +132,15 @@ def test_the_cpp_wrapper_needs_compile() -> None:
         recipes.apply_overrides(recipes.GUIDE, {"compile_cpp_wrapper": "true"})
 
 
+def test_a_bf16_residual_stream_needs_bf16_and_pre_ln() -> None:
+    assert recipes.apply_overrides(recipes.OPTIMIZED, {"bf16_residual": "true"}).bf16_residual
+    assert not recipes.OPTIMIZED.bf16_residual  # off until a GPU measures it
+    with pytest.raises(RecipeError, match=r"bf16_residual=true .* set precision=bf16 \(not fp16\)"):
+        recipes.apply_overrides(recipes.GUIDE, {"bf16_residual": "true"})
+    with pytest.raises(RecipeError, match=r"bf16_residual=true needs pre_ln=true"):
+        recipes.apply_overrides(recipes.OPTIMIZED, {"bf16_residual": "true", "pre_ln": "false"})
+
+
 def test_overrides_are_typed_and_checked() -> None:
     config = recipes.apply_overrides(
         recipes.BASELINE,

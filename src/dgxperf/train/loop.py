@@ -426,6 +426,8 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
         init["reinit_layers"] = config.reinit_layers
     core = core.to(context.device)
     model: Any = core
+    if config.bf16_residual:
+        parallel.bf16_residual(core)
     if config.activation_checkpointing:
         parallel.checkpoint_blocks(core)
     if config.compile and config.compile_scope == "blocks":

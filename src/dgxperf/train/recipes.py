@@ -82,6 +82,9 @@ class TrainConfig:
     reinit_layers: int = 0  # with init_from: fresh weights for the top N blocks (model.reinit_top_blocks)
     # -- precision
     precision: str = "fp32"
+    # with precision=bf16: the residual stream between the blocks (and its gradient) in bf16 instead of fp32,
+    # halving what the memory-bound dropout, residual-add and LayerNorm fusions move (parallel.bf16_residual)
+    bf16_residual: bool = False
     scaler_init_scale: float = 2.0**16
     scaler_growth_factor: float = 2.0
     scaler_backoff_factor: float = 0.5
@@ -204,6 +207,15 @@ class TrainConfig:
         if self.bucketing and self.padding == "max":
             raise RecipeError(
                 "bucketing needs padding=dynamic (with padding=max every batch is max_len long)"
+            )
+        if self.bf16_residual and self.precision != "bf16":
+            raise RecipeError(
+                f"bf16_residual=true keeps the residual stream in bf16: set precision=bf16 (not {self.precision})"
+            )
+        if self.bf16_residual and not self.pre_ln:
+            raise RecipeError(
+                "bf16_residual=true needs pre_ln=true: post-LN normalises after every residual add, and "
+                "autocast's LayerNorm returns fp32, so the stream would be fp32 again after the first block"
             )
         if self.fsdp and self.precision == "fp16":
             raise RecipeError(
