@@ -66,12 +66,9 @@ if [[ "$item" == table || "$item" == base ]]; then
     # seed from one encoder; baseline (~470 s with R-Drop on an H100) starts only in a call with room for it,
     # the runs after it go on meanwhile. Last, one profiled optimized run: its step's kernel time by class.
     # rdrop_share=0.5 left the list on 2026-12-06: -0.51 points over five pairs (2026-12-06-h100-rdrop-share-pairs)
-    # Elsewhere baseline:1 before guide:1: the second call then opens with it (~470 s), and guide:1 (~110 s) fits
-    # any third call; the other way round baseline missed the second call by 2 s on 2026-12-06 (encoder S), and a
-    # third call after a refusal may have under 480 s, so the tally would have lacked it. On an H200 guide:1 first:
-    # the 3x line (optimized and guide from one encoder) then needs only the first call and ~140 s of a second,
-    # so a session left with ~900 s after refusals still measures it (2026-12-06, from 22:47 UTC: four refusals,
-    # 1,079 s left); baseline's table row follows in a call with room for it.
+    # guide:1 second: the 3x line (optimized and guide from one encoder) then needs only the first call and
+    # ~140 s of a second, so a session left with ~900 s after refusals still measures it (2026-12-06, from
+    # 22:47 UTC: four refusals, 1,079 s left); baseline's table row follows in a call with room for it.
     runs="optimized:1 guide:1 baseline:1 optimized:2 guide:2 optimized:3 guide:3 baseline:2"
     runs+=" optimized:1:profile_steps=10 optimized:4 guide:4"
     # Elsewhere, since 2026-12-07 (seven encoders have given the tally 44 runs): bf16_residual paired with
