@@ -648,7 +648,8 @@ def train(
         usage_error(f"--device {device!r}: use cuda or cpu")
     config, world_note = recipes.for_world(config, gpus)
     graphs_note = None if "cuda_graphs" in asked_for else recipes.graphs_given_way(config)
-    for note in (world_note, graphs_note):
+    residual_note = None if "bf16_residual" in asked_for else recipes.residual_given_way(config)
+    for note in (world_note, graphs_note, residual_note):
         if note:
             err_console.print(f"note: {note}", highlight=False)
     note_emulated_bf16(device, config.precision)

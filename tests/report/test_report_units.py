@@ -90,6 +90,7 @@ def test_ablation_variants_follow_the_node_and_the_mode() -> None:
     assert {"optimized - CUDA graphs", "optimized - pool gradients"} <= one
     # R-Drop is there for accuracy; what its second pass costs each recipe is measured like any piece
     assert {"optimized - R-Drop", "guide - R-Drop"} <= one
+    assert "optimized - bf16 residual" in one
     eight = {v.name for v in ablation_variants(plan(gpu_count=8, gpus=8))}
     assert {"guide - DDP flags", "optimized - no_sync", "optimized + bf16 comm hook"} <= eight
     assert "optimized - CUDA graphs" not in eight  # eight processes would each run the eager step
@@ -98,7 +99,13 @@ def test_ablation_variants_follow_the_node_and_the_mode() -> None:
     assert not any(
         "compile" in n or "workers" in n or "repeat" in n or "graphs" in n or "pool" in n for n in quick
     )
-    assert {"optimized", "guide", "optimized - bucketing", "guide + bf16"} <= quick
+    assert {
+        "optimized",
+        "guide",
+        "optimized - bucketing",
+        "guide + bf16",
+        "optimized - bf16 residual",
+    } <= quick
     # quick mode pins the eager step (a CPU records no graph); fp16's variant asks for the same, so it stays
     assert plan(gpu_count=0).shared["cuda_graphs"] == "false" and "optimized - bf16" in quick
 

@@ -129,13 +129,13 @@ def test_bucketing_cuts_padding_and_bf16_runs(tmp_path: Path) -> None:
 
 
 def test_a_bf16_residual_run_trains_close_to_the_fp32_stream_and_records_it(tmp_path: Path) -> None:
-    """The same tiny run, same seed, with the stream in bf16: every logged loss moves, by little; its recipe
-    says so."""
+    """The same tiny run, same seed, with the stream in fp32 (optimized's own is bf16): every logged loss moves, by
+    little; its recipe says so."""
     common = {"epochs": "1", "compile": "false", "num_workers": "0", "ngram_fusion": "false"}
-    plain = run(config("optimized", **common), tmp_path / "plain", checkpoints=False)
-    cast = run(config("optimized", bf16_residual="true", **common), tmp_path / "cast", checkpoints=False)
+    plain = run(config("optimized", bf16_residual="false", **common), tmp_path / "plain", checkpoints=False)
+    cast = run(config("optimized", **common), tmp_path / "cast", checkpoints=False)
     assert cast["config"]["bf16_residual"] and not plain["config"]["bf16_residual"]
-    assert cast["recipe_changes"]["bf16_residual"] is True
+    assert plain["recipe_changes"]["bf16_residual"] is False and "bf16_residual" not in cast["recipe_changes"]
     losses = [r["loss"] for r in records(tmp_path / "cast", "step")]
     plain_losses = [r["loss"] for r in records(tmp_path / "plain", "step")]
     assert len(losses) == len(plain_losses) == 4 and all(map(math.isfinite, losses))
@@ -348,6 +348,12 @@ def test_bad_user_data_is_a_usage_error_with_file_and_line(tmp_path: Path) -> No
         turned_off = cli("train", "--config", str(recipe_file), home=tmp_path)
         assert turned_off.returncode == 2 and "no CUDA GPU" in turned_off.stderr
         assert "replays its step" not in turned_off.stderr and "Traceback" not in turned_off.stderr
+        # so does its bf16 residual stream, to precision=fp16 (which rules out the graphs too), once for each
+        fp16 = " ".join(
+            cli("train", "--recipe", "optimized", *overrides(precision="fp16"), home=tmp_path).stderr.split()
+        )
+        assert "note: optimized keeps its residual stream in bf16, which precision=fp16 rules out" in fp16
+        assert fp16.count("note: optimized") == 2 and "Traceback" not in fp16
 
 
 def test_fsdp_two_processes_checkpoint_and_resume(tmp_path: Path) -> None:

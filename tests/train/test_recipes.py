@@ -133,8 +133,11 @@ def test_the_cpp_wrapper_needs_compile() -> None:
 
 
 def test_a_bf16_residual_stream_needs_bf16_and_pre_ln() -> None:
-    assert recipes.apply_overrides(recipes.OPTIMIZED, {"bf16_residual": "true"}).bf16_residual
-    assert not recipes.OPTIMIZED.bf16_residual  # off until a GPU measures it
+    assert (
+        recipes.OPTIMIZED.bf16_residual
+        and not recipes.GUIDE.bf16_residual
+        and not recipes.BASELINE.bf16_residual
+    )
     with pytest.raises(RecipeError, match=r"bf16_residual=true .* set precision=bf16 \(not fp16\)"):
         recipes.apply_overrides(recipes.GUIDE, {"bf16_residual": "true"})
     with pytest.raises(RecipeError, match=r"bf16_residual=true needs pre_ln=true"):
@@ -210,6 +213,29 @@ def test_a_run_records_the_fields_it_changed_in_its_recipe() -> None:
     accumulated = recipes.build_config("optimized", overrides={"grad_accum": "4"})
     assert recipes.changes_from_recipe(accumulated) == {"grad_accum": 4, "cuda_graphs": False}
     assert recipes.changes_from_recipe(dataclasses.replace(recipes.GUIDE, recipe="mine")) is None
+
+
+def test_optimizeds_bf16_residual_stream_gives_way_to_a_field_asked_for_that_rules_it_out() -> None:
+    """As its graphs do: precision=fp16 or pre_ln=false on optimized trains with the fp32 stream and is told
+    why, while bf16_residual=true asked for alongside them is still an error."""
+    fp16 = recipes.build_config("optimized", overrides={"precision": "fp16"})
+    assert not fp16.bf16_residual and recipes.changes_from_recipe(fp16) == {
+        "precision": "fp16",
+        "bf16_residual": False,
+        "cuda_graphs": False,
+    }
+    assert recipes.residual_given_way(fp16) == (
+        "optimized keeps its residual stream in bf16, which precision=fp16 rules out: this run keeps it in fp32"
+    )
+    both = recipes.build_config("optimized", overrides={"precision": "fp32", "pre_ln": "false"})
+    assert "which precision=fp32 and pre_ln=false rule out" in (recipes.residual_given_way(both) or "")
+    assert recipes.build_config("optimized", overrides={"lr": "3e-4"}).bf16_residual  # nothing in the way
+    assert recipes.residual_given_way(recipes.build_config("optimized")) is None
+    asked_off = recipes.build_config("optimized", overrides={"bf16_residual": "false"})
+    assert not asked_off.bf16_residual and recipes.residual_given_way(asked_off) is None
+    assert recipes.residual_given_way(recipes.build_config("guide")) is None
+    with pytest.raises(RecipeError, match=r"set precision=bf16 \(not fp16\)"):
+        recipes.build_config("optimized", overrides={"precision": "fp16", "bf16_residual": "true"})
 
 
 def test_a_run_that_cannot_replay_its_recipes_graphs_is_told_which_field_rules_them_out() -> None:

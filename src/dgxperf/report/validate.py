@@ -113,6 +113,12 @@ ABLATION: tuple[Variant, ...] = (
         one_gpu_only=True,
     ),
     Variant(
+        "optimized - bf16 residual",
+        "optimized",
+        {"bf16_residual": "false"},
+        "the residual stream between the blocks in fp32, as autocast leaves it",
+    ),
+    Variant(
         "optimized - R-Drop",
         "optimized",
         {"rdrop_alpha": "0"},
