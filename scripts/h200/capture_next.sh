@@ -2,14 +2,13 @@
 # The next device call, whichever card comes (docs/benchmarks/PENDING.md's rule; calls naming nvidia-h200
 # were given an H100 seven sessions running by 2026-12-06). The table (PENDING item 1): one 80-epoch masked-LM
 # encoder, the three recipes with seed 1, then more seeds while time is left. On an H200 that is issue 4's
-# table. On any other card, from such an encoder (in /tmp/dgxperf-pretrain-large), PENDING item 2: optimized with
-# and without bf16_residual paired by seed, guide:1 for the host's ratio, and the profiled pair (until 2026-12-07
-# the table's own runs, for the tally of the recipes as they now stand: 44 runs from seven encoders).
+# table. On any other card, from such an encoder (in /tmp/dgxperf-pretrain-large), PENDING item 2: the same runs,
+# for the tally of optimized as it stands since it took bf16_residual (2026-12-07), and the host's ratio. Before
+# that change, on 2026-12-07, it ran the bf16_residual pairs (docs/benchmarks/2026-12-07-h100-bf16-residual/).
 # ITEM=base runs the table's runs at preset base (12 x 768; done on an H100 on 2026-12-06,
 # docs/benchmarks/2026-12-06-h100-base-preset/), its encoder in /tmp/dgxperf-pretrain-base.
 # ITEM=speed, for a call with too little device time for the encoder: bench launch, then the three recipes one
-# epoch each from scratch and the profiled optimized step (the speed half of the 3x line, no accuracy; on any
-# card but an H200, the bf16_residual pairs' speed, profiled pair included, and guide:1);
+# epoch each from scratch and the profiled optimized step (the speed half of the 3x line, no accuracy);
 # CALL_S is the second by which a call's runs must have ended (table and base 590, speed 570): set it lower for a
 # call given less time. The table ignored it until 2026-12-07, when a call limited to 495 s started baseline
 # (474 s) with a 560 s limit and was cut in the run after it.
@@ -46,9 +45,6 @@ call_seconds() {  # CALL_S, or the item's default; anything but whole seconds, 6
   fi
   echo "$seconds"
 }
-residual=bf16_residual=true
-residual_pairs="optimized:1 optimized:1:$residual optimized:2 optimized:2:$residual"
-profiled_pair="optimized:1:profile_steps=10 optimized:1:profile_steps=10,$residual"
 if [[ "$item" == table || "$item" == base ]]; then
   if [[ "$item" == base ]]; then
     echo "== ${card:-no GPU named}: the table's runs at preset base (done on an H100 on 2026-12-06)"
@@ -58,7 +54,7 @@ if [[ "$item" == table || "$item" == base ]]; then
     echo "== ${card}: the table (PENDING item 1)"
     preset=large keep=/tmp/dgxperf-pretrain-h200
   else
-    echo "== ${card:-no GPU named}: bf16_residual paired with optimized from one encoder (PENDING item 2)"
+    echo "== ${card:-no GPU named}: the table's runs, for the tally and the host's ratio (PENDING item 2)"
     preset=large keep=/tmp/dgxperf-pretrain-large
   fi
   if [[ "$item" == table ]]; then
@@ -71,10 +67,6 @@ if [[ "$item" == table || "$item" == base ]]; then
     # 22:47 UTC: four refusals, 1,079 s left); baseline's table row follows in a call with room for it.
     runs="optimized:1 guide:1 baseline:1 optimized:2 guide:2 optimized:3 guide:3 baseline:2"
     runs+=" optimized:1:profile_steps=10 optimized:4 guide:4"
-    # Elsewhere, since 2026-12-07 (seven encoders have given the tally 44 runs): bf16_residual paired with
-    # optimized by seed from one encoder, whether the bf16 stream shortens the step without moving accuracy;
-    # guide:1 gives the host's ratio, the profiled pair where the time went.
-    [[ "$card" == *H200* ]] || runs="$residual_pairs guide:1 optimized:3 optimized:3:$residual $profiled_pair"
   fi
   call_s="$(call_seconds 590)" || exit 2
   echo "== runs: ${RUNS:-$runs}"
@@ -89,8 +81,7 @@ if [[ "$item" == table || "$item" == base ]]; then
   # RUN_LIMIT_S 560: baseline with R-Drop takes ~450 s on an H100 (its fp32 step is GPU bound: twice the rows,
   # ~1.8x the time). EXPECT: a kind's wall seconds before this machine has timed one, so no run is started that
   # the call's end would cut (H100 figures with start-up, 2026-12-06-h100-rdrop-recipes' durations)
-  expect="baseline@470 guide@125 optimized@90 optimized:profile_steps=10@100 optimized:$residual@90"
-  expect+=" optimized:profile_steps=10,$residual@100"
+  expect="baseline@470 guide@125 optimized@90 optimized:profile_steps=10@100"
   OUT=$OUT KEEP_DONE=yes RUN_LIMIT_S=560 RUNS="$runs" ENCODER="$keep/$preset" SET="preset=$preset" EXPECT="$expect" \
     END_S=$((call_s - SECONDS)) STOP_AFTER_S=$((call_s - 90 - SECONDS)) bash "$here/capture_seeds.sh"
 elif [[ "$item" == speed ]]; then
@@ -99,16 +90,13 @@ elif [[ "$item" == speed ]]; then
   # profiled optimized step. Accuracy needs the encoder, so this answers only the speed half of the 3x line.
   echo "== ${card:-no GPU named}: the recipes' speed, one epoch each from scratch"
   runs="optimized:1 guide:1 optimized:1:profile_steps=10 baseline:1 optimized:2 guide:2"
-  # elsewhere the bf16_residual pairs' speed (as the table's item, above)
-  [[ "$card" == *H200* ]] || runs="$residual_pairs $profiled_pair guide:1"
   runs="${RUNS:-$runs}"
   call_s="$(call_seconds 570)" || exit 2
   echo "== runs: $runs"
   echo "== every run ends by second $call_s of the call (CALL_S)"
   stop_if_plan
   bash "$here/host_header.sh" | tee "$OUT/log-host.txt"
-  expect="baseline@200 guide@70 optimized@60 optimized:profile_steps=10@70 optimized:$residual@60"
-  expect+=" optimized:profile_steps=10,$residual@70"
+  expect="baseline@200 guide@70 optimized@60 optimized:profile_steps=10@70"
   OUT=$OUT ENCODER=none EPOCHS=1 RUN_LIMIT_S=300 RUNS="$runs" EXPECT="$expect" \
     END_S=$((call_s - SECONDS)) STOP_AFTER_S=$((call_s - 70 - SECONDS)) bash "$here/capture_seeds.sh"
 elif [[ "$item" == graphs ]]; then
