@@ -41,8 +41,8 @@ def trace(
     json_out: JsonFlag = False,
 ) -> None:
     """Where the profiled steps' time went: step time, GPU busy share, launches, syncs, kernel time by class,
-    busiest ops and kernels."""
-    from dgxperf.render import KERNEL_CLASS_WORDS, profile_line
+    elementwise time by what the kernels fuse, busiest ops and kernels."""
+    from dgxperf.render import ELEMENTWISE_GROUP_WORDS, KERNEL_CLASS_WORDS, profile_line
     from dgxperf.train.trace import TraceError, launch_floor, load_trace, summarize_trace
 
     def summarized(trace_path: Path) -> dict[str, Any]:
@@ -76,6 +76,19 @@ def trace(
                 largest,
             )
         console.print(classes)
+    if summary.get("elementwise_groups"):
+        groups = Table(
+            title="elementwise time by what the kernels fuse (from their names)", title_justify="left"
+        )
+        for column in ("fused", "ms a step", "share of elementwise"):
+            groups.add_column(column, justify="left" if column == "fused" else "right")
+        for row in summary["elementwise_groups"]:
+            groups.add_row(
+                ELEMENTWISE_GROUP_WORDS[row["group"]],
+                f"{row['ms_per_step']:.3f}",
+                f"{100 * row['share']:.1f}%",
+            )
+        console.print(groups)
     for title, rows, key in (
         ("busiest host operators (self time)", summary["top_cpu_ops"], "self_ms_per_step"),
         ("busiest kernels", summary["top_kernels"], "ms_per_step"),
@@ -91,7 +104,7 @@ def trace(
 
 
 def show_comparison(before: dict[str, Any], after: dict[str, Any], json_out: bool) -> None:
-    from dgxperf.render import KERNEL_CLASS_WORDS
+    from dgxperf.render import ELEMENTWISE_GROUP_WORDS, KERNEL_CLASS_WORDS
     from dgxperf.train.trace import compare_summaries
 
     compared = compare_summaries(before, after)
@@ -115,6 +128,13 @@ def show_comparison(before: dict[str, Any], after: dict[str, Any], json_out: boo
         for row in compared["kernel_classes"]:
             classes.add_row(KERNEL_CLASS_WORDS[row["class"]], shown(row["before"]), shown(row["after"]))
         console.print(classes)
+    if compared["elementwise_groups"]:
+        groups = Table(title="elementwise time by what the kernels fuse (ms a step)", title_justify="left")
+        for column in ("fused", "before", "after"):
+            groups.add_column(column, justify="left" if column == "fused" else "right")
+        for row in compared["elementwise_groups"]:
+            groups.add_row(ELEMENTWISE_GROUP_WORDS[row["group"]], shown(row["before"]), shown(row["after"]))
+        console.print(groups)
     ops = Table(title="busiest host operators (self time, ms a step)", title_justify="left")
     for column in ("name", "before", "after"):
         ops.add_column(column, justify="left" if column == "name" else "right")

@@ -510,6 +510,12 @@ KERNEL_CLASS_WORDS = {
     "optimizer": "optimizer",
     "communication": "communication",
 }
+ELEMENTWISE_GROUP_WORDS = {
+    "activation": "activations (GELU...)",
+    "dropout_residual_norm": "dropout, residual adds, norms",
+    "concatenation": "concatenations",
+    "other": "other",
+}
 BOUND_WORDS = {
     "host": "host bound (the GPU waits for each launch: fewer or cheaper launches a step help)",
     "gpu": "GPU bound (the host runs ahead: the kernels themselves are the limit)",

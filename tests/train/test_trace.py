@@ -532,6 +532,49 @@ def test_each_kernel_class_names_its_largest_fusions() -> None:
     assert not any(name.startswith("triton_poi_fused_gelu_view") for name in overall)
 
 
+NORM = "dropout_residual_norm"
+
+
+@pytest.mark.parametrize(
+    ("kernel", "group"),
+    [
+        ("triton_poi_fused_gelu_gelu_backward_view_4", "activation"),
+        ("triton_poi_fused_add_gelu_native_dropout_view_2", "activation"),  # the first group that matches
+        ("triton_per_fused__to_copy_add_native_dropout_backward_native_layer_norm_backward_view_7", NORM),
+        ("triton_red_fused__to_copy_add_native_layer_norm_6", NORM),
+        ("void at::native::(anonymous namespace)::fused_dropout_kernel_vec<float, float, unsigned int, 1", NORM),
+        ("triton_poi_fused_cat_transpose_view_9", "concatenation"),
+        ("triton_red_fused_cat_sum_transpose_view_3", "concatenation"),
+        ("triton_poi_fused_scatter_where_1", "other"),  # 'cat' inside a word is not a concatenation
+        ("void at::native::reduce_kernel<128, 4, at::native::ReduceOp<float, at::native::func_wrapper_t", "other"),
+    ],
+)  # fmt: skip
+def test_elementwise_kernels_are_grouped_by_what_they_fuse(kernel: str, group: str) -> None:
+    from dgxperf.train.trace import elementwise_group
+
+    assert elementwise_group(kernel) == group
+
+
+def test_a_real_steps_elementwise_time_is_split_by_what_its_kernels_fuse() -> None:
+    """The H100's R-Drop optimized step: of its elementwise 29%, dropout with the residual adds and LayerNorm take
+    54%, GELU 30%, the fused QKV's gradient 9%; the groups add up to the class, largest first."""
+    summary = summarize_trace(load_trace(PROFILES / "h100-optimized-pool.json.gz"))
+    groups = summary["elementwise_groups"]
+    assert [(g["group"], round(100 * g["share"])) for g in groups] == [
+        ("dropout_residual_norm", 54),
+        ("activation", 30),
+        ("concatenation", 9),
+        ("other", 7),
+    ]
+    elementwise = next(c for c in summary["kernel_classes"] if c["class"] == "elementwise")
+    assert sum(g["ms_per_step"] for g in groups) == pytest.approx(elementwise["ms_per_step"], abs=0.005)
+    assert list(PROFILE_SCHEMA.iter_errors(summary | {"trace": "x", "requested_steps": 10})) == []
+    # a step without elementwise kernels has no groups (and no zero rows)
+    only_gemm = {"traceEvents": [e for e in load_trace(PROFILES / "h100-optimized-pool.json.gz")["traceEvents"]
+                                 if e.get("cat") != "kernel" or "nvjet" in str(e.get("name"))]}  # fmt: skip
+    assert summarize_trace(only_gemm)["elementwise_groups"] == []
+
+
 def test_kernel_classes_side_by_side_and_in_the_trace_command(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
@@ -564,6 +607,17 @@ def test_kernel_classes_side_by_side_and_in_the_trace_command(tmp_path: Path) ->
     assert (
         both.exit_code == 0 and "kernel time by class (ms a step)" in words and "GEMMs 37.977 46.164" in words
     )
+    # and the elementwise time by what the kernels fuse: batch 256's dropout/norm fusions against 128's
+    assert "elementwise time by what the kernels fuse" in words
+    assert "dropout, residual adds, norms 10.448 12.041" in words
+    alone = " ".join(runner.invoke(app, ["trace", path]).output.replace("│", " ").split())
+    assert "dropout, residual adds, norms 12.041 51.2%" in alone
+    groups = {row["group"]: row for row in compare_summaries(before, after)["elementwise_groups"]}
+    assert (groups["activation"]["before"], groups["activation"]["after"]) == (6.355, 8.129)
+    older = {
+        k: v for k, v in before.items() if k != "elementwise_groups"
+    }  # a result.json from before the field
+    assert compare_summaries(older, after)["elementwise_groups"] == []
 
 
 def test_the_launch_floor_says_how_much_of_a_step_the_launches_alone_take(tmp_path: Path) -> None:

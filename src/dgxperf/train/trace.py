@@ -27,6 +27,9 @@ Trace Analysis does, so it works on any PyTorch profiler trace (``dgxperf.train.
   is left (as Holistic Trace Analysis's kernel breakdown does). Each class names its three largest kernels
   (``kernels``, Inductor's numbered copies of one fusion summed: :func:`kernel_family`): which fusion the
   elementwise time goes to, say;
+- ``elementwise_groups``: the elementwise class split by what its kernels fuse, read from their names
+  (:func:`elementwise_group`: activations, dropout with residual adds and norms, concatenations, other), in
+  ms a step and as a share of the class: how much a change to one of them (a bf16 residual stream, say) can win;
 - ``top_cpu_ops`` and ``top_kernels``: self time per step of the host's operators, time per step of the
   GPU's kernels.
 
@@ -143,6 +146,35 @@ def kernel_family(name: str) -> str:
     compiled for several block shapes, or in several graphs, has several names. Other kernels keep theirs."""
     match = _INDUCTOR_KERNEL.match(name)
     return match.group(1) if match else name
+
+
+# what an elementwise kernel fuses, from words in its name (Inductor's fusions name their ops, as ATen's
+# kernels do theirs); the first group that matches wins, so a GELU fused with a dropout counts as activation
+ELEMENTWISE_GROUPS = (
+    ("activation", re.compile(r"gelu|silu|swish|relu|sigmoid|tanh")),
+    ("dropout_residual_norm", re.compile(r"dropout|layer_norm|rms_norm|group_norm|batch_norm")),
+    ("concatenation", re.compile(r"(?:^|_)cat(?:_|$)")),
+)
+
+
+def elementwise_group(name: str) -> str:
+    """What an elementwise kernel fuses: ``activation``, ``dropout_residual_norm`` (dropout, the residual adds
+    Inductor fuses with it, and norms), ``concatenation`` (e.g. a fused QKV projection's gradient) or
+    ``other``."""
+    lower = kernel_family(name).lower()
+    return next((label for label, words in ELEMENTWISE_GROUPS if words.search(lower)), "other")
+
+
+def _elementwise_groups(kernel_time: dict[str, float], steps: int) -> list[dict[str, Any]]:
+    by_group: dict[str, float] = defaultdict(float)
+    for name, us in kernel_time.items():
+        if kernel_class(name) == "elementwise":
+            by_group[elementwise_group(name)] += us
+    total = sum(by_group.values())
+    return [
+        {"group": label, "ms_per_step": round(us / 1e3 / steps, 3), "share": round(us / total, 4)}
+        for label, us in sorted(by_group.items(), key=lambda item: -item[1])
+    ]
 
 
 def _largest(
@@ -278,6 +310,7 @@ def summarize_trace(trace: dict[str, Any], drop_last: bool = False) -> dict[str,
         "sync_ms_per_step": round(sync_us / 1e3 / count, 3) if api else None,
         "fp32_gemm_share": round(fp32_gemm_us / kernel_us, 4) if kernel_us else None,
         "kernel_classes": _class_times(kernel_time, count) if kernel_us else [],
+        "elementwise_groups": _elementwise_groups(kernel_time, count),
         "top_cpu_ops": _largest(self_times, count, TOP, field="self_ms_per_step"),
         "top_kernels": _largest(kernel_time, count, TOP),
     }
@@ -385,7 +418,12 @@ def compare_summaries(before: dict[str, Any], after: dict[str, Any]) -> dict[str
         if before.get("kernel_classes") and after.get("kernel_classes")
         else []
     )
-    return {"figures": figures, "kernel_classes": classes, "top_cpu_ops": ops}
+    groups = (
+        _side_by_side(before, after, "elementwise_groups", "group", "ms_per_step", missing=0.0)
+        if before.get("elementwise_groups") and after.get("elementwise_groups")
+        else []
+    )
+    return {"figures": figures, "kernel_classes": classes, "elementwise_groups": groups, "top_cpu_ops": ops}
 
 
 def _side_by_side(
