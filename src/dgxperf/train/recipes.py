@@ -532,29 +532,29 @@ def to_dict(config: TrainConfig) -> dict[str, Any]:
 def graphs_given_way(config: TrainConfig) -> str | None:
     """A note for a run whose recipe replays its step as CUDA graphs but which cannot (``build_config`` turned
     them off for a field the user asked for), naming that field; None otherwise."""
-    base = RECIPES.get(config.recipe)
-    if base is None or not base.cuda_graphs or config.cuda_graphs:
-        return None
-    conflicts = dataclasses.replace(config, cuda_graphs=True).graph_conflicts()
-    if not conflicts:
-        return None
-    fields = " and ".join(setting for setting, _ in conflicts)
-    verb = "rules" if len(conflicts) == 1 else "rule"
-    return f"{config.recipe} replays its step as CUDA graphs, which {fields} {verb} out: this run takes the eager step"
+    conflicts = [setting for setting, _ in dataclasses.replace(config, cuda_graphs=True).graph_conflicts()]
+    return _given_way(
+        config, "cuda_graphs", conflicts, "replays its step as CUDA graphs", "takes the eager step"
+    )
 
 
 def residual_given_way(config: TrainConfig) -> str | None:
     """A note for a run whose recipe keeps the residual stream in bf16 but which cannot (``build_config`` turned
     it off for a field the user asked for), naming that field; None otherwise."""
-    base = RECIPES.get(config.recipe)
-    if base is None or not base.bf16_residual or config.bf16_residual:
-        return None
     conflicts = residual_conflicts(config)
-    if not conflicts:
+    return _given_way(
+        config, "bf16_residual", conflicts, "keeps its residual stream in bf16", "keeps it in fp32"
+    )
+
+
+def _given_way(
+    config: TrainConfig, field: str, conflicts: list[str], recipe_does: str, run_does: str
+) -> str | None:
+    base = RECIPES.get(config.recipe)
+    if base is None or not getattr(base, field) or getattr(config, field) or not conflicts:
         return None
-    fields = " and ".join(conflicts)
     verb = "rules" if len(conflicts) == 1 else "rule"
-    return f"{config.recipe} keeps its residual stream in bf16, which {fields} {verb} out: this run keeps it in fp32"
+    return f"{config.recipe} {recipe_does}, which {' and '.join(conflicts)} {verb} out: this run {run_does}"
 
 
 def changes_from_recipe(config: TrainConfig) -> dict[str, Any] | None:
