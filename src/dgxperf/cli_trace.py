@@ -111,33 +111,37 @@ def show_comparison(before: dict[str, Any], after: dict[str, Any], json_out: boo
     if json_out:
         print_json({"before": before, "after": after, **compared})
         return
-
-    def shown(value: Any) -> str:
-        return "—" if value is None else f"{value:,.3f}".rstrip("0").rstrip(".")
-
     table = Table(title=f"before {before['trace']}\nafter  {after['trace']}", title_justify="left")
     for column in ("figure", "before", "after", "after / before"):
         table.add_column(column, justify="left" if column == "figure" else "right")
     for row in compared["figures"]:
-        table.add_row(row["figure"], shown(row["before"]), shown(row["after"]), shown(row["ratio"]))
+        table.add_row(row["figure"], _shown(row["before"]), _shown(row["after"]), _shown(row["ratio"]))
     console.print(table)
+    # an older summary has no classes or groups: no rows rather than wrong zeros
     if compared["kernel_classes"]:
-        classes = Table(title="kernel time by class (ms a step)", title_justify="left")
-        for column in ("class", "before", "after"):
-            classes.add_column(column, justify="left" if column == "class" else "right")
-        for row in compared["kernel_classes"]:
-            classes.add_row(KERNEL_CLASS_WORDS[row["class"]], shown(row["before"]), shown(row["after"]))
-        console.print(classes)
+        title = "kernel time by class (ms a step)"
+        console.print(_before_after(title, "class", compared["kernel_classes"], "class", KERNEL_CLASS_WORDS))
     if compared["elementwise_groups"]:
-        groups = Table(title="elementwise time by what the kernels fuse (ms a step)", title_justify="left")
-        for column in ("fused", "before", "after"):
-            groups.add_column(column, justify="left" if column == "fused" else "right")
-        for row in compared["elementwise_groups"]:
-            groups.add_row(ELEMENTWISE_GROUP_WORDS[row["group"]], shown(row["before"]), shown(row["after"]))
-        console.print(groups)
-    ops = Table(title="busiest host operators (self time, ms a step)", title_justify="left")
-    for column in ("name", "before", "after"):
-        ops.add_column(column, justify="left" if column == "name" else "right")
-    for row in compared["top_cpu_ops"]:
-        ops.add_row(row["name"], shown(row["before"]), shown(row["after"]))
-    console.print(ops)
+        title = "elementwise time by what the kernels fuse (ms a step)"
+        console.print(
+            _before_after(title, "fused", compared["elementwise_groups"], "group", ELEMENTWISE_GROUP_WORDS)
+        )
+    title = "busiest host operators (self time, ms a step)"
+    console.print(_before_after(title, "name", compared["top_cpu_ops"], "name"))
+
+
+def _shown(value: Any) -> str:
+    return "—" if value is None else f"{value:,.3f}".rstrip("0").rstrip(".")
+
+
+def _before_after(
+    title: str, heading: str, rows: list[dict[str, Any]], label: str, words: dict[str, str] | None = None
+) -> Table:
+    """One table of ``compare_summaries``' rows: each row's ``label`` (in ``words`` where given), before, after."""
+    table = Table(title=title, title_justify="left")
+    for column in (heading, "before", "after"):
+        table.add_column(column, justify="left" if column == heading else "right")
+    for row in rows:
+        name = words[row[label]] if words else row[label]
+        table.add_row(name, _shown(row["before"]), _shown(row["after"]))
+    return table
