@@ -565,6 +565,10 @@ def profile_line(profile: dict[str, Any]) -> str:
     if classes:
         shares = ", ".join(f"{KERNEL_CLASS_WORDS[c['class']]} {100 * c['share']:.0f}%" for c in classes[:4])
         parts.append(f"kernel time: {shares}")
+    groups = [g for g in profile.get("elementwise_groups") or [] if g["group"] != "other"]
+    if groups:
+        fused = ", ".join(f"{ELEMENTWISE_GROUP_WORDS[g['group']]} {100 * g['share']:.0f}%" for g in groups)
+        parts.append(f"of the elementwise time: {fused}")
     ops = profile.get("top_cpu_ops") or []
     if ops:
         parts.append(f"busiest host op {ops[0]['name']} ({ops[0]['self_ms_per_step']:.1f} ms a step)")
