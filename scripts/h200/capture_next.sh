@@ -89,15 +89,14 @@ elif [[ "$item" == speed ]]; then
   # speed alone, one epoch each from scratch (an epoch's time does not depend on the weights), and the
   # profiled optimized step. Accuracy needs the encoder, so this answers only the speed half of the 3x line.
   echo "== ${card:-no GPU named}: the recipes' speed, one epoch each from scratch"
-  runs="optimized:1 guide:1 optimized:1:profile_steps=10 baseline:1 optimized:2 guide:2"
-  runs="${RUNS:-$runs}"
+  runs="${RUNS:-optimized:1 guide:1 optimized:1:profile_steps=10 baseline:1 optimized:2 guide:2}"
   call_s="$(call_seconds 570)" || exit 2
   echo "== runs: $runs"
   echo "== every run ends by second $call_s of the call (CALL_S)"
   stop_if_plan
   bash "$here/host_header.sh" | tee "$OUT/log-host.txt"
-  expect="baseline@200 guide@70 optimized@60 optimized:profile_steps=10@70"
-  OUT=$OUT ENCODER=none EPOCHS=1 RUN_LIMIT_S=300 RUNS="$runs" EXPECT="$expect" \
+  OUT=$OUT ENCODER=none EPOCHS=1 RUN_LIMIT_S=300 RUNS="$runs" \
+    EXPECT="baseline@200 guide@70 optimized@60 optimized:profile_steps=10@70" \
     END_S=$((call_s - SECONDS)) STOP_AFTER_S=$((call_s - 70 - SECONDS)) bash "$here/capture_seeds.sh"
 elif [[ "$item" == graphs ]]; then
   echo "== ${card:-no GPU named}: the graphed step under the profiler, and the compile probe"
