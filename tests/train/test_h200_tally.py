@@ -532,7 +532,7 @@ def test_encoder_p_runs_are_the_recipes_with_r_drop_from_one_eighty_epoch_single
 
 def r_drop_runs(encoders: str) -> list[dict[str, Any]]:
     """The recipes as they now are (R-Drop on), each run's recipe and quoted accuracy, from the encoders named
-    by letter (O and P here; Q-V below)."""
+    by letter (O and P here; Q-W below)."""
     quoted: dict[str, dict[str, float]] = {
         "O": {f: rdrop for f, (_, rdrop) in O_PAIRS.items()},
         "P": P_RECIPES,
@@ -542,6 +542,7 @@ def r_drop_runs(encoders: str) -> list[dict[str, Any]]:
         "T": T_RECIPES,
         "U": U_RECIPES,
         "V": V_RECIPES,
+        "W": W_RECIPES,
     }
     folders = {
         "O": ENCODER_O,
@@ -552,6 +553,7 @@ def r_drop_runs(encoders: str) -> list[dict[str, Any]]:
         "T": ENCODER_T,
         "U": ENCODER_U,
         "V": ENCODER_V,
+        "W": ENCODER_W,
     }
     return [
         {"recipe": result_in(folders[e], f)["recipe"], "accuracy": a}
@@ -790,6 +792,19 @@ RESIDUAL = "-bf16_residualtrue"
 V_RESIDUAL = {"optimized-s1": 86.12, "optimized-s2": 86.23, "optimized-s3": 86.64, "optimized-s4": 85.89,
               "optimized-s5": 86.64}  # fmt: skip
 
+# Encoder W (2026-12-07-h100-encoder-w): pretrained as the tally's, on an eighth H100 host, whose CPU slowed by 40% in
+# the middle of guide-s1; the recipes as they now stand, optimized with its bf16 residual stream (since c3b1e99).
+ENCODER_W = "2026-12-07-h100-encoder-w"
+W_RECIPES = {
+    "optimized-s1": 86.35,
+    "optimized-s2": 86.18,
+    "optimized-s3": 85.94,
+    "optimized-s4": 86.64,
+    "guide-s1": 86.41,
+    "guide-s2": 86.12,
+    "guide-s3": 87.21,
+}
+
 # One epoch of each recipe from scratch (`capture_next.sh`'s ITEM=speed, no encoder: the speed half of issue 4's 3x
 # line only), on two H100 hosts: the first on 2026-12-06, the second on 2026-12-07 in two calls on one machine.
 SPEED_LAUNCH = "2026-12-06-h100-speed-launch"
@@ -849,11 +864,12 @@ def test_the_second_call_on_one_machine_trains_the_same_models_again() -> None:
         (SPEED_HOST_1, 76.3, {"gemm": 49, "elementwise": 29, "attention": 14, "optimizer": 5}),
         (SPEED_HOST_2, 76.8, {"gemm": 49, "elementwise": 29, "attention": 14, "optimizer": 5}),
         (ENCODER_V, 76.0, {"gemm": 49, "elementwise": 29, "attention": 15, "optimizer": 5}),
+        (ENCODER_W, 72.5, {"gemm": 50, "elementwise": 27, "attention": 15, "optimizer": 6}),
     ],
 )
 def test_the_profiled_step_the_readmes_quote(encoder: str, step_ms: float, shares: dict[str, int]) -> None:
     """One replay a step, GPU bound, GEMMs about half the kernel time (48% on the first host, 49% on R's, S's and
-    the 2026-12-07 speed host's, in both its calls)."""
+    the 2026-12-07 speed host's, in both its calls; 50% on W's, whose optimized keeps its residual stream in bf16)."""
     profile = result_in(encoder, "optimized-s1-profile_steps10")["profile"]
     assert (profile["steps"], profile["bound"], profile["graph_launches_per_step"]) == (10, "gpu", 1.0)
     assert round(profile["step_ms"], 1) == step_ms and round(profile["gpu_busy_share"], 2) == 0.98
@@ -869,10 +885,12 @@ def test_the_profiled_step_the_readmes_quote(encoder: str, step_ms: float, share
         (ENCODER_T, T_RECIPES),
         (ENCODER_U, U_RECIPES),
         (ENCODER_V, V_RECIPES),
+        (ENCODER_W, W_RECIPES),
     ],
 )
 def test_the_recipes_as_they_now_stand_from_one_encoder(encoder: str, recipes: dict[str, float]) -> None:
-    """Encoders R-V: R-Drop in full, pool gradients for optimized alone, the seed in the folder's name."""
+    """Encoders R-W: R-Drop in full, pool gradients for optimized alone, the seed in the folder's name; the bf16
+    residual stream in optimized from W on (V's twins have their own test)."""
     profiled = "optimized-s1-profile_steps10"
     folders = [*recipes, *([profiled] if (BENCH / encoder / profiled).is_dir() else [])]
     for folder, result in zip(folders, r_drop_fine_tunes_of_one_encoder(encoder, folders), strict=True):
@@ -880,6 +898,9 @@ def test_the_recipes_as_they_now_stand_from_one_encoder(encoder: str, recipes: d
         assert (config["ema_decay"], config["rdrop_share"]) == (0.0, 1.0), folder
         expected_grads = "pool" if result["recipe"] == "optimized" else "fixed"
         assert config["graph_grads"] == expected_grads, folder
+        assert config.get("bf16_residual", False) == (
+            encoder == ENCODER_W and result["recipe"] == "optimized"
+        ), folder
         assert config["seed"] == int(folder.split("-s")[1][0]), folder
     for folder, quoted in recipes.items():
         assert round(100 * result_in(encoder, folder)["test"]["accuracy"], 2) == quoted, folder
@@ -888,11 +909,21 @@ def test_the_recipes_as_they_now_stand_from_one_encoder(encoder: str, recipes: d
         assert result_in(encoder, profiled)["test"] == result_in(encoder, "optimized-s1")["test"]
 
 
-def test_the_r_drop_tally_comes_from_eight_pretrainings() -> None:
-    encoders = (ENCODER_O, ENCODER_P, ENCODER_Q, ENCODER_R, ENCODER_S, ENCODER_T, ENCODER_U, ENCODER_V)
-    assert len({tally_pretraining(e)["final_loss"] for e in encoders}) == 8
-    with_ids = (ENCODER_R, ENCODER_S, ENCODER_T, ENCODER_U, ENCODER_V)
-    assert len({(BENCH / e / "encoder.id").read_text() for e in with_ids}) == 5
+def test_the_r_drop_tally_comes_from_nine_pretrainings() -> None:
+    encoders = (
+        ENCODER_O,
+        ENCODER_P,
+        ENCODER_Q,
+        ENCODER_R,
+        ENCODER_S,
+        ENCODER_T,
+        ENCODER_U,
+        ENCODER_V,
+        ENCODER_W,
+    )
+    assert len({tally_pretraining(e)["final_loss"] for e in encoders}) == 9
+    with_ids = (ENCODER_R, ENCODER_S, ENCODER_T, ENCODER_U, ENCODER_V, ENCODER_W)
+    assert len({(BENCH / e / "encoder.id").read_text() for e in with_ids}) == 6
 
 
 def test_the_r_drop_tally_with_encoder_s() -> None:
@@ -955,6 +986,108 @@ def test_the_r_drop_tally_with_encoder_v() -> None:
         "optimized": (86.12, 3),
         "guide": (86.06, 1),
     }
+
+
+def test_the_r_drop_tally_with_encoder_w() -> None:
+    """The README and PENDING.md: the recipes with R-Drop over O-W (W has no baseline run; its optimized runs count
+    as optimized, as each encoder's did in its day), W's own runs, and optimized as it now stands: V's bf16 twins
+    and W's optimized runs."""
+    with_w = tally(r_drop_runs("OPQRSTUVW"))
+    assert with_w == {"optimized": (34, 86.2, 25), "guide": (19, 86.44, 18), "baseline": (5, 86.59, 5)}
+    assert round(with_w["optimized"][1] - with_w["guide"][1], 2) == -0.24
+    own = {r: [a for f, a in W_RECIPES.items() if f.startswith(r)] for r in ("optimized", "guide")}
+    assert {r: (round(statistics.fmean(a), 2), sum(x >= 86 for x in a)) for r, a in own.items()} == {
+        "optimized": (86.28, 3),
+        "guide": (86.58, 3),
+    }
+    as_it_stands = [*V_RESIDUAL.values(), *own["optimized"]]
+    assert (len(as_it_stands), round(statistics.fmean(as_it_stands), 2)) == (9, 86.29)
+    assert sum(x >= 86 for x in as_it_stands) == 7
+
+
+def test_encoder_w_seed_pairs_the_readme_quotes() -> None:
+    """optimized against guide of its seed: -0.06 (p = 1), +0.06 (p = 1), -1.27 (p = 0.015, 76 discordant);
+    mean -0.42, inside issue 4's 0.5."""
+    from dgxperf.train.paired import compare_runs
+
+    pairs = [
+        compare_runs(BENCH / ENCODER_W / f"optimized-s{s}", BENCH / ENCODER_W / f"guide-s{s}")
+        for s in (1, 2, 3)
+    ]
+    assert [round(100 * p["difference"], 2) for p in pairs] == [-0.06, 0.06, -1.27]
+    assert [round(p["p_value"], 3) for p in pairs] == [1.0, 1.0, 0.015]
+    assert pairs[2]["a_only"] + pairs[2]["b_only"] == 76
+    assert round(statistics.fmean(100 * p["difference"] for p in pairs), 2) == -0.42
+
+
+def logged_rates(folder: str, run: str) -> list[float]:
+    lines = (BENCH / folder / run / "metrics.jsonl").read_text().splitlines()
+    return [r["samples_per_s"] for r in map(json.loads, lines) if r.get("type") == "step"]
+
+
+def recording_window(call: int, start: str, end: str) -> list[dict[str, Any]]:
+    """W's call's NVML recording between two UTC times of 2026-12-07 (HH:MM:SS)."""
+    import datetime
+
+    def at(clock: str) -> float:
+        moment = datetime.datetime.fromisoformat(f"2026-12-07T{clock}+00:00")
+        return moment.timestamp()
+
+    lines = (BENCH / ENCODER_W / f"monitor-seeds-call{call}.jsonl").read_text().splitlines()[1:]
+    return [r for r in map(json.loads, lines) if at(start) <= r["t"] <= at(end)]
+
+
+def test_w_host_slowed_by_forty_percent_in_the_middle_of_guide_s1_with_its_process_at_one_core() -> None:
+    """The README: guide-s1's logged steps ran ~520 samples/s for ~320 steps, then ~310, and guide seeds 2 and 3 ran
+    at that pace; the process held one core throughout, the SM clock's median stayed at 1,980 MHz, the SMs went from
+    73% to 44% active; steal showed after the change, but hardly in guide-s3, just as slow; optimized moved ~1%."""
+    rates = logged_rates(ENCODER_W, "guide-s1")[1:]  # the first interval holds the warm-up
+    before, after = rates[:15], rates[17:]
+    assert round(statistics.median(before)) == 521 and round(statistics.median(after)) == 314
+    later = [r for seed in (2, 3) for r in logged_rates(ENCODER_W, f"guide-s{seed}")[1:]]
+    assert 320 < statistics.median(later) < 340
+    for start, end, sm_active, steal_readings, lowest_clock in (
+        ("10:21:45", "10:22:21", 73, 2, 1965),  # guide-s1 before the change
+        ("10:22:23", "10:23:33", 44, 68, 1935),  # guide-s1 after it
+    ):
+        window = recording_window(2, start, end)
+        gpu = [r["gpus"][0] for r in window]
+        cpu = [p["cpu_pct"] for g in gpu for p in g.get("processes") or [] if p.get("cpu_pct") is not None]
+        assert 99 < statistics.median(cpu) < 102, start
+        clocks = [g["sm_clock_mhz"] for g in gpu]
+        assert (statistics.median(clocks), min(clocks)) == (1980, lowest_clock), start
+        assert round(statistics.median(g["sm_active_pct"] for g in gpu)) == sm_active, start
+        assert sum(r["host"]["steal_pct"] > 0 for r in window) == steal_readings, start
+    guide_3 = recording_window(3, "10:33:20", "10:35:45")
+    assert len(guide_3) == 145 and sum(r["host"]["steal_pct"] > 0 for r in guide_3) == 12
+    before_rates = [e["samples_per_s"] for e in result_in(ENCODER_W, "optimized-s1")["epochs"]]
+    after_rates = [
+        e["samples_per_s"] for s in (2, 3) for e in result_in(ENCODER_W, f"optimized-s{s}")["epochs"]
+    ]
+    assert statistics.median(before_rates) / statistics.median(after_rates) - 1 < 0.012
+
+
+def test_the_bf16_streams_profiled_step_on_w_host_splits_its_elementwise_time_as_v_twin_did() -> None:
+    """The README: W's profiled step 72.5 ms; dropout/residual/norm 47% of the elementwise time (9.3 ms), GELU 34%
+    (6.7 ms), the QKV gradient's concatenation 12% (2.3 ms); V's bf16 twin 48 / 33 / 11%."""
+    from dgxperf.train.trace import load_trace, summarize_trace
+
+    splits = []
+    for folder, run in (
+        (ENCODER_W, "optimized-s1-profile_steps10"),
+        (ENCODER_V, "optimized-s1-profile_steps10" + RESIDUAL),
+    ):
+        summary = summarize_trace(load_trace(BENCH / folder / run / "profile/trace.json.gz"))
+        splits.append(
+            {
+                g["group"]: (round(100 * g["share"]), round(g["ms_per_step"], 1))
+                for g in summary["elementwise_groups"]
+            }
+        )
+    assert splits[0] == {"dropout_residual_norm": (47, 9.3), "activation": (34, 6.7), "concatenation": (12, 2.3),
+                         "other": (7, 1.4)}  # fmt: skip
+    assert {g: share for g, (share, _) in splits[1].items()} == {
+        "dropout_residual_norm": 48, "activation": 33, "concatenation": 11, "other": 7}  # fmt: skip
 
 
 def test_each_bf16_residual_twin_differs_from_its_optimized_seed_in_that_field_alone() -> None:
@@ -1026,6 +1159,7 @@ def test_the_profiled_bf16_residual_pair_shortens_the_dropout_residual_and_norm_
         (SPEED_HOST_1, (1, 2), (1, 2), (1455, 1465), (2.73, 2.81), 2.77, 0, (527, 520)),
         (SPEED_HOST_2, (1, 2), (1, 2), (1460, 1468), (2.66, 2.93), 2.79, 0, (525, 499)),
         (ENCODER_V, (1, 2), (1, 2, 3, 4, 5), (1475, 1495), (2.62, 2.83), 2.68, 0, (556, 526)),
+        (ENCODER_W, (1, 2, 3), (1, 2, 3, 4), (1490, 1525), (3.24, 4.89), 4.54, 9, (328, 308)),
     ],
 )
 def test_the_speed_figures_the_readmes_quote(
@@ -1041,7 +1175,8 @@ def test_the_speed_figures_the_readmes_quote(
     """optimized GPU bound at ~1,470 samples/s on every host; guide host bound, so the ratio is the host's: median
     2.88x on R's (two epoch pairs of nine at 3x), 2.83x on S's (one of twelve), 3.47x on T's (six of six, guide
     389-455 samples/s), 2.77x and 2.79x in the 2026-12-07 speed host's two calls (none of four, guide 499-551),
-    3.37x on U's (three of three, guide 414-446), 2.68x on V's (none of six, guide 526-566)."""
+    3.37x on U's (three of three, guide 414-446), 2.68x on V's (none of six, guide 526-566), 4.54x on W's (nine of
+    nine, guide 308-466; optimized with the bf16 stream there)."""
     optimized_rates, epoch_ratios, guide_rates = speed_figures(encoder, seeds, optimized_seeds)
     assert rates[0] < min(optimized_rates) and max(optimized_rates) < rates[1]
     assert (round(min(epoch_ratios), 2), round(max(epoch_ratios), 2)) == ratios
@@ -1049,7 +1184,7 @@ def test_the_speed_figures_the_readmes_quote(
     assert (round(statistics.median(guide_rates)), round(min(guide_rates))) == guide
 
 
-def test_five_of_the_seven_hosts_that_ran_the_recipes_as_they_stand_give_under_3x() -> None:
+def test_five_of_the_eight_hosts_that_ran_the_recipes_as_they_stand_give_under_3x() -> None:
     """The README and PENDING.md: each H100 host's median epoch ratio with pool gradients and R-Drop in all three
     recipes (the speed host's two calls pooled, as one machine)."""
     hosts = {
@@ -1061,6 +1196,7 @@ def test_five_of_the_seven_hosts_that_ran_the_recipes_as_they_stand_give_under_3
         + speed_figures(SPEED_HOST_2, (1, 2), (1, 2))[1],
         "U": speed_figures(ENCODER_U, (1,), (1,))[1],
         "V": speed_figures(ENCODER_V, (1, 2), (1, 2, 3, 4, 5))[1],
+        "W": speed_figures(ENCODER_W, (1, 2, 3))[1],
     }
     medians = {host: round(statistics.median(ratios), 2) for host, ratios in hosts.items()}
     assert medians == {
@@ -1071,6 +1207,7 @@ def test_five_of_the_seven_hosts_that_ran_the_recipes_as_they_stand_give_under_3
         "2026-12-07 speed host": 2.77,
         "U": 3.37,
         "V": 2.68,
+        "W": 4.54,
     }
     assert sum(m < 3 for m in medians.values()) == 5
 
