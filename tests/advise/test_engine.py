@@ -81,7 +81,13 @@ def test_advise_on_the_committed_derived_h200_recording() -> None:
     assert not_evaluated["input.iowait"].startswith("needs host iowait_pct")
     # nor the CPU share of the GPU's processes (recorded since 2026-12-04)
     assert not_evaluated["launch.host_bound"].startswith("needs process cpu_pct")
-    assert set(not_evaluated) == {"input.cpu_bound", "input.iowait", "launch.host_bound"}
+    assert not_evaluated["launch.host_slowed"] == not_evaluated["launch.host_bound"]
+    assert set(not_evaluated) == {
+        "input.cpu_bound",
+        "input.iowait",
+        "launch.host_bound",
+        "launch.host_slowed",
+    }
 
 
 # ============================================================================ range vs sliding windows

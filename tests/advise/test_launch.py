@@ -10,18 +10,24 @@ And on an H100 (tests/data/h100/monitor/, 2026-12-05), `optimized` seed 2 fine-t
 encoder: train-optimized-eager (the eager step) and train-optimized-graphed (``cuda_graphs=true``, the same
 training replayed as CUDA graphs; the same test answers, 1.6x the samples/s).
 
-Only the steal test edits a recording (marked SYNTHETIC): the lent VM's steal stayed under 1%."""
+And on an H100 (tests/data/h100/monitor/guide-host-slowed, 2026-12-07): `guide` seed 1 then `optimized` seed 2 from
+one encoder, on a host whose CPU slowed in the middle of `guide` (its logged steps ~520 -> ~310 samples/s).
+
+Only the steal test and launch.host_slowed's must-not-fire variants edit a recording (marked SYNTHETIC): the lent
+VM's steal stayed under 1%."""
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from typing import Any
 
 from dgxperf.advise.base import Window
 from dgxperf.advise.engine import run_advise
-from dgxperf.advise.rules.launch import HostBoundProcess, process_cpu
+from dgxperf.advise.rules.launch import HostBoundProcess, HostSlowed, _pace_change, _Tick, process_cpu
+from dgxperf.monitor.sources import read_recording
 from dgxperf.samples import Header, Sample
-from tests.advise.test_real_recordings import load, load_h100
+from tests.advise.test_real_recordings import ROOT, load, load_h100
 
 
 def report(header: Header, samples: list[Sample], **options: Any) -> dict[str, Any]:
@@ -149,3 +155,116 @@ def test_replaying_the_step_as_cuda_graphs_quiets_the_rule_on_an_h100() -> None:
     assert len(working(graphed, at_least=95)) >= 15  # the epochs: the GPU busy every tick
     assert "launch.host_bound" not in fired(header, graphed)
     assert rule_had_its_inputs_and_stayed_quiet(header, graphed)  # judged, not skipped for want of data
+
+
+# ================================================================================== launch.host_slowed
+
+GUIDE_PID = 1541  # guide seed 1 in guide-host-slowed.jsonl; optimized seed 2 ran after it as another process
+
+
+def test_a_host_that_slows_in_the_middle_of_a_host_bound_run_is_named() -> None:
+    """The real case: guide's SMs from ~71% to ~44% active at 10:22:25 UTC with the process at one core and the SM
+    clock at 1,980 MHz on both sides; the GPU-bound optimized run after it is another process, not judged with it."""
+    header, samples = load_h100("guide-host-slowed")
+    suggestion = fired(header, samples)["launch.host_slowed"]
+    values = suggestion["evidence"]["values"]
+    assert suggestion["severity"] == "warn" and suggestion["scope"] == "range"
+    assert values["pid"] == GUIDE_PID and values["change_at"].startswith("2026-12-07T10:22:2")
+    assert (round(values["busy_pct_before"]), round(values["busy_pct_after"])) == (71, 44)
+    assert 0.35 < values["drop"] < 0.4
+    assert 99 < values["process_cpu_pct_before"] < 102 and 99 < values["process_cpu_pct_after"] < 102
+    assert values["ticks_before"] >= 30 and values["ticks_after"] >= 30
+    assert (
+        values["steal_pct_before"] < 0.05 < values["steal_pct_after"] < 1
+    )  # appeared, and too small to explain
+    assert suggestion["evidence"]["metrics"]["sm_clock_mhz"]["mean"] > 1950
+    why = suggestion["why"]
+    assert "from 10:22:2" in why and "pid 1541" in why and "host bound" in why and "not comparable" in why
+    assert "at 1980 MHz" in why and "steal" in why
+    assert "~1.6x" in suggestion["expected_effect"]
+    # the actions only read: dgxperf writes no governor, clock or affinity (hands off the host)
+    assert all(
+        word not in a for a in suggestion["actions"] for word in ("cpupower", "sysctl", " -g ", "echo ")
+    )
+    assert any("scaling_governor" in a and "read-only" in a for a in suggestion["actions"])
+    assert any("--recipe optimized" in a for a in suggestion["actions"])
+    # the same process is launch bound, which the other rule says with its own fixes
+    assert "launch.host_bound" in fired(header, samples)
+
+
+def test_host_slowed_stays_quiet_on_every_other_committed_recording() -> None:
+    """Real runs whose pace held (guide, optimized, baseline, eager and graphed, on H200s and H100s): judged where
+    they carry process CPU shares, never fired."""
+    judged = 0
+    for folder in (ROOT / "tests/data/h200/monitor", ROOT / "tests/data/h100/monitor"):
+        for path in sorted(folder.glob("*.jsonl")):
+            if path.stem == "guide-host-slowed":
+                continue
+            header, samples, _ = read_recording(path)
+            window = Window(samples, header)
+            rule = HostSlowed()
+            assert rule.evaluate(window) == [], path.name
+            judged += rule.missing(window) == ()
+    assert judged == JUDGED_ELSEWHERE
+
+
+JUDGED_ELSEWHERE = 8  # the other fixtures that carry process CPU shares (H200: 3, H100: 5)
+
+
+def slowed_with(change: Any) -> tuple[Header, list[Sample]]:
+    """guide-host-slowed with each GPU reading after the change edited by ``change(gpu_sample) -> dict``."""
+    header, samples = load_h100("guide-host-slowed")
+    at = HostSlowed().evaluate(Window(samples, header))[0].evidence.values["change_at"]
+    moment = datetime.datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp()
+    edited = [
+        dataclasses.replace(s, gpus=tuple(dataclasses.replace(g, **change(g)) for g in s.gpus))
+        if s.t >= moment
+        else s
+        for s in samples
+    ]
+    return header, edited
+
+
+def test_host_slowed_gives_way_when_the_gpu_clock_or_the_process_share_moved_too() -> None:
+    """A GPU clock that fell with the pace is another diagnosis (health.throttling's), and a process that did less
+    CPU work did less, so neither is read as a slower host."""
+
+    def clock_down(g: Any) -> dict[str, Any]:
+        return {"metrics": dict(g.metrics) | {"sm_clock_mhz": 1600.0}}  # SYNTHETIC
+
+    def half_a_core(g: Any) -> dict[str, Any]:
+        return {"processes": tuple(dict(p) | {"cpu_pct": 60.0} for p in g.processes)}  # SYNTHETIC
+
+    for change, allowing_it in (
+        (clock_down, {"max_clock_change": 0.25}),
+        (half_a_core, {"process_cpu_min_pct": 50, "max_cpu_change": 0.5}),
+    ):
+        header, samples = slowed_with(change)
+        window = Window(samples, header)
+        assert HostSlowed().evaluate(window) == [], change.__name__
+        assert HostSlowed().with_overrides(allowing_it).evaluate(window), (
+            change.__name__
+        )  # that check, no other
+
+
+def test_host_slowed_thresholds_and_short_windows() -> None:
+    header, samples = load_h100("guide-host-slowed")
+    window = Window(samples, header)
+    assert HostSlowed().evaluate(window)
+    assert HostSlowed().with_overrides({"min_drop": 0.45}).evaluate(window) == []  # it fell ~38%
+    assert HostSlowed().with_overrides({"min_side_ticks": 80}).evaluate(window) == []  # 41 ticks before it
+    # the engine's one-minute sliding windows never hold 30 judged ticks on each side: only the range fires
+    assert fired(header, samples)["launch.host_slowed"]["windows"]["fired"] == 0
+    reasons = {n["rule"]: n["reason"] for n in report(*load("train-guide"))["not_evaluated"]}
+    assert reasons["launch.host_slowed"].startswith("needs process cpu_pct")
+
+
+def test_pace_change_finds_the_step_and_refuses_short_series() -> None:
+    def ticks(busy: list[float]) -> list[_Tick]:
+        return [_Tick(i, float(i), b, 100.0, 1980.0) for i, b in enumerate(busy)]
+
+    assert _pace_change(ticks([70.0] * 40 + [44.0] * 50), 30) == 40
+    assert _pace_change(ticks([70.0] * 59), 30) is None  # fewer than 30 a side
+    assert (
+        _pace_change(ticks([44.0] * 30 + [70.0] * 30), 30) == 30
+    )  # the only split; the rule judges its sign

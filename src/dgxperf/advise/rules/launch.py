@@ -34,6 +34,7 @@ checkpoint writes keep the CPU busy with the GPU idle, and they are phases, not 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import statistics
 from collections.abc import Mapping
 from typing import Any
@@ -70,6 +71,15 @@ def process_cpu(processes: tuple[Mapping[str, Any], ...]) -> Mapping[str, Any] |
     return max(measured, key=lambda p: float(p["cpu_pct"])) if measured else None
 
 
+def process_cpu_gap(window: Window) -> tuple[str, ...]:
+    """The "not evaluated" reason of a rule that reads the GPU processes' CPU share, when no tick has one."""
+    if window.empty or any(
+        process_cpu(procs) is not None for i in window.gpu_indices for procs in window.processes(i)
+    ):
+        return ()
+    return ("process cpu_pct (dgxperf monitor records it since 2026-12-04, for the processes it can read)",)
+
+
 class HostBoundProcess(Rule[HostBoundThresholds]):
     """Partly idle GPU, its process at one core or more -> launch-bound (dgxperf's rule)."""
 
@@ -84,15 +94,7 @@ class HostBoundProcess(Rule[HostBoundThresholds]):
         return HostBoundThresholds()
 
     def missing(self, window: Window) -> tuple[str, ...]:
-        gaps = super().missing(window)
-        if window.empty or any(
-            process_cpu(procs) is not None for i in window.gpu_indices for procs in window.processes(i)
-        ):
-            return gaps
-        return (
-            *gaps,
-            "process cpu_pct (dgxperf monitor records it since 2026-12-04, for the processes it can read)",
-        )
+        return (*super().missing(window), *process_cpu_gap(window))
 
     def evaluate(self, window: Window) -> list[Suggestion]:
         t = self.thresholds
@@ -192,4 +194,234 @@ class HostBoundProcess(Rule[HostBoundThresholds]):
         ]
 
 
-RULES: tuple[type[Rule[Any]], ...] = (HostBoundProcess,)
+# ------------------------------------------------------------------------------------ the host slowed
+
+
+@dataclasses.dataclass(frozen=True)
+class HostSlowedThresholds(Thresholds):
+    min_drop: float = threshold(
+        0.25,
+        unit="share",
+        doc="Fires when the GPU's busy share (SM activity, else utilization.gpu) after the change is at least "
+        "this much below the share before it, relative ...",
+    )
+    process_cpu_min_pct: float = threshold(
+        90.0,
+        unit="% of one core",
+        doc="... while the process kept at least this much CPU busy on both sides (host bound: 100 = one core) ...",
+    )
+    max_cpu_change: float = threshold(
+        0.15, unit="share", doc="... its CPU share changing by at most this much (relative) ..."
+    )
+    max_clock_change: float = threshold(
+        0.03,
+        unit="share",
+        doc="... and the SM clock's median by at most this much: a GPU clock change is another diagnosis.",
+    )
+    working_util_min_pct: float = threshold(
+        10.0,
+        unit="%",
+        doc="Only ticks where the GPU runs kernels at least this much are judged (not set-up).",
+    )
+    min_side_ticks: int = threshold(
+        30,
+        unit="ticks",
+        doc="Each side of the change holds at least this many judged ticks of the process: a phase (an "
+        "evaluation, a checkpoint) is not a change of pace.",
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Tick:
+    index: int  # the tick's position in the window
+    t: float
+    busy: float
+    cpu: float
+    clock: float | None
+
+
+def _pace_change(ticks: list[_Tick], min_side: int) -> int | None:
+    """Where the process's busy share fell most: the split (first tick after it) that maximises the mean before
+    minus the mean after, with ``min_side`` ticks on each side; None when the series is too short."""
+    n = len(ticks)
+    if n < 2 * min_side:
+        return None
+    prefix = [0.0]
+    for tick in ticks:
+        prefix.append(prefix[-1] + tick.busy)
+    return max(
+        range(min_side, n - min_side + 1),
+        key=lambda k: prefix[k] / k - (prefix[n] - prefix[k]) / (n - k),
+    )
+
+
+class HostSlowed(Rule[HostSlowedThresholds]):
+    """Host-bound process, same CPU share, same GPU clock, less GPU work from one moment on -> the host's CPU
+    got slower (dgxperf's rule).
+
+    A host-bound step runs at the pace of the core its process holds, so when that core slows (another tenant
+    on a shared host, a frequency or power cap), the GPU gets less work for the same CPU time. Seen on a lent
+    H100 on 2026-12-07 (``tests/data/h100/monitor/guide-host-slowed.jsonl``): in the middle of a run of guide
+    A's recipe its logged steps fell from ~520 to ~310 samples/s and stayed there for the rest of the session;
+    the process held one core throughout, the SM clock stayed at 1,980 MHz and the SMs went from 73% to 44%
+    active; CPU steal rose from 0 to ~0.4% of the 16 cores at that second, then fell back to 0 while the pace
+    stayed low. dgxperf's GPU-bound ``optimized`` moved 1% over the same minutes. The split is judged per
+    process, since a recording over several runs holds several processes, each with its own pace.
+    """
+
+    id = "launch.host_slowed"
+    title = "The host's CPU slowed in the middle of a host-bound run"
+    guide = "A §7"
+    origin = "dgxperf"
+    needs = ("gpu_util_pct",)
+
+    @classmethod
+    def default_thresholds(cls) -> HostSlowedThresholds:
+        return HostSlowedThresholds()
+
+    def missing(self, window: Window) -> tuple[str, ...]:
+        return (*super().missing(window), *process_cpu_gap(window))
+
+    def _ticks_by_process(self, window: Window, gpu: int) -> dict[Any, list[_Tick]]:
+        t = self.thresholds
+        busy_metric = "sm_active_pct" if window.has("sm_active_pct", gpu) else "gpu_util_pct"
+        by_pid: dict[Any, list[_Tick]] = {}
+        for index, (time, util, busy, clock, on_gpu) in enumerate(
+            zip(
+                window.times,
+                window.raw("gpu_util_pct", gpu),
+                window.raw(busy_metric, gpu),
+                window.raw("sm_clock_mhz", gpu),
+                window.processes(gpu),
+                strict=True,
+            )
+        ):
+            proc = process_cpu(on_gpu)
+            if util is None or busy is None or proc is None or util < t.working_util_min_pct:
+                continue
+            key = proc.get("pid", proc.get("name"))
+            by_pid.setdefault(key, []).append(_Tick(index, time, float(busy), float(proc["cpu_pct"]), clock))
+        return by_pid
+
+    def evaluate(self, window: Window) -> list[Suggestion]:
+        t = self.thresholds
+        found: list[tuple[float, int, Any, list[_Tick], int]] = []
+        for gpu in self.gpus(window):
+            for pid, ticks in self._ticks_by_process(window, gpu).items():
+                k = _pace_change(ticks, t.min_side_ticks)
+                if k is None:
+                    continue
+                before, after = ticks[:k], ticks[k:]
+                busy_before = statistics.median(x.busy for x in before)
+                busy_after = statistics.median(x.busy for x in after)
+                cpu_before = statistics.median(x.cpu for x in before)
+                cpu_after = statistics.median(x.cpu for x in after)
+                clocks_before = [x.clock for x in before if x.clock is not None]
+                clocks_after = [x.clock for x in after if x.clock is not None]
+                if busy_before <= 0 or 1 - busy_after / busy_before < t.min_drop:
+                    continue
+                if min(cpu_before, cpu_after) < t.process_cpu_min_pct:
+                    continue
+                if abs(cpu_after / cpu_before - 1) > t.max_cpu_change:
+                    continue
+                if clocks_before and clocks_after:
+                    clock_before = statistics.median(clocks_before)
+                    if (
+                        clock_before <= 0
+                        or abs(statistics.median(clocks_after) / clock_before - 1) > t.max_clock_change
+                    ):
+                        continue
+                found.append((1 - busy_after / busy_before, gpu, pid, ticks, k))
+        if not found:
+            return []
+        drop, gpu, pid, ticks, k = max(found, key=lambda f: f[0])
+        return [self._suggestion(window, drop, gpu, pid, ticks, k)]
+
+    def _suggestion(
+        self, window: Window, drop: float, gpu: int, pid: Any, ticks: list[_Tick], k: int
+    ) -> Suggestion:
+        before, after = ticks[:k], ticks[k:]
+
+        def mask(side: list[_Tick]) -> list[bool]:
+            marked = [False] * len(window)
+            for tick in side:
+                marked[tick.index] = True
+            return marked
+
+        busy_before = statistics.median(x.busy for x in before)
+        busy_after = statistics.median(x.busy for x in after)
+        cpu_before = statistics.median(x.cpu for x in before)
+        cpu_after = statistics.median(x.cpu for x in after)
+        clocks = [x.clock for x in ticks if x.clock is not None]
+        steal = [
+            window.host_stats("steal_pct", mask(side)) if window.host_has("steal_pct") else None
+            for side in (before, after)
+        ]
+        change_at = datetime.datetime.fromtimestamp(after[0].t, datetime.timezone.utc)
+        at = change_at.strftime("%H:%M:%S UTC")
+        evidence = gather(
+            window,
+            (gpu,),
+            ("gpu_util_pct", "sm_active_pct", "sm_clock_mhz"),
+            where={gpu: mask(after)},
+            basis=f"the process's working ticks after the change at {at}",
+            host=("cpu_util_pct", "steal_pct"),
+            host_where=mask(after),
+            values={
+                "pid": pid,
+                "change_at": change_at.isoformat().replace("+00:00", "Z"),
+                "busy_pct_before": round(busy_before, 1),
+                "busy_pct_after": round(busy_after, 1),
+                "drop": round(drop, 3),
+                "process_cpu_pct_before": round(cpu_before, 1),
+                "process_cpu_pct_after": round(cpu_after, 1),
+                "ticks_before": len(before),
+                "ticks_after": len(after),
+                "steal_pct_before": round(steal[0].mean, 2) if steal[0] else None,
+                "steal_pct_after": round(steal[1].mean, 2) if steal[1] else None,
+            },
+        )
+        clock = f", the SM clock at {statistics.median(clocks):.0f} MHz" if clocks else ""
+        steal_note = (
+            f" CPU steal was {steal[0].mean:.2f}% of the host's CPU time before and {steal[1].mean:.2f}% after: "
+            "it shows when the hypervisor takes this VM's cores, not when a neighbour shares them, so a small "
+            "figure does not clear the host."
+            if steal[0] and steal[1]
+            else ""
+        )
+        return self.suggest(
+            severity="warn",
+            why=(
+                f"{fmt_gpus((gpu,))}: from {at} the GPU's SMs were busy {busy_after:.0f}% of the time instead of "
+                f"{busy_before:.0f}% ({drop:.0%} less), while its process (pid {pid}) kept "
+                f"{cpu_before:.0f}% then {cpu_after:.0f}% of a core busy{clock} on both sides. The same CPU time "
+                "now buys less GPU work: the step is host bound and the host's core got slower (another tenant on "
+                "a shared host, a CPU frequency or power cap). Timings of host-bound recipes from before and after "
+                f"this moment are not comparable.{steal_note}"
+            ),
+            evidence=evidence,
+            fix=(
+                "Check the host, read-only, before trusting or comparing timings from it; rerun the comparison "
+                "side by side on one host and within minutes; and make the step GPU bound, so that the host's "
+                "pace matters less."
+            ),
+            actions=(
+                "cat /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor | sort | uniq -c  # read-only: the "
+                "CPU frequency governor ('performance' on a training node)",
+                "grep MHz /proc/cpuinfo | sort | uniq -c  # read-only: the cores' clocks now",
+                "mpstat -P ALL 1 5  # read-only (sysstat): each core's %steal and load",
+                "taskset -cp <pid>  # read-only: the cores the process may run on",
+                "dgxperf bench launch  # the host's cost of one kernel launch now; rerun it to see it move",
+                "dgxperf train --recipe optimized  # a GPU-bound step (CUDA graphs, batch 128): the host's pace "
+                "barely reaches it",
+            ),
+            expected_effect=(
+                f"At the earlier pace the GPU got ~{busy_before / max(busy_after, 1.0):.1f}x the work per second. "
+                "On the lent H100 whose host slowed on 2026-12-07, guide A's recipe went from ~520 to ~310 "
+                "samples/s, while dgxperf's GPU-bound optimized recipe moved 1% over the same minutes."
+            ),
+            score=drop,
+        )
+
+
+RULES: tuple[type[Rule[Any]], ...] = (HostBoundProcess, HostSlowed)
