@@ -78,3 +78,27 @@ def test_train_view_says_when_r_drop_ran_each_row_twice() -> None:
     assert "lr 5e-05 — R-Drop, alpha 4 (each row twice a step)" in rendered(doubled)
     doubled["config"]["rdrop_alpha"] = 0.0
     assert "R-Drop" not in rendered(doubled)
+
+
+ENCODER_W = ROOT / "docs" / "benchmarks" / "2026-12-07-h100-encoder-w"
+
+
+def test_train_view_says_when_the_pace_fell_part_way() -> None:
+    """guide-s1 on the 2026-12-07 H100 host: its result.json predates the field, so it is added from its own
+    logged steps, as the loop now writes it."""
+    from dgxperf.report.validate import read_metrics_records
+    from dgxperf.train.metrics import step_pace_change
+
+    result = json.loads((ENCODER_W / "guide-s1" / "result.json").read_text())
+    assert "pace_change" not in result and "pace:" not in rendered(result)
+    result["pace_change"] = step_pace_change(
+        read_metrics_records(ENCODER_W / "guide-s1" / "metrics.jsonl", "step")
+    )
+    text = rendered(result)
+    assert (
+        "pace: the logged samples/s fell 40% by step 320: a median of 521 over the 15 windows before, 314 over"
+        in text
+    )
+    assert "the 19 from it on, so the epochs mix two paces" in text and "launch.host_slowed" in text
+    result["pace_change"] = None  # a run that held its pace
+    assert "pace:" not in rendered(result)

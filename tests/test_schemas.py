@@ -323,6 +323,13 @@ def test_train_schema_rejects_broken_results() -> None:
     assert_invalid("train", result | {"shape_warmup": {"shapes": [[512, 128]], "seconds": 4.2}})
     assert_invalid("train", result | {"shape_warmup": {"shapes": [[512, 128, "yes"]], "seconds": 4.2}})
     assert_invalid("train", result | {"shape_warmup": {"shapes": []}})
+    # the pace a run's logged samples/s fell to part-way (guide-s1 on the 2026-12-07 H100 host)
+    pace = {"step": 320, "samples_per_s_before": 521.3, "samples_per_s_after": 314.1, "drop": 0.397,
+            "windows_before": 15, "windows_after": 19}  # fmt: skip
+    assert_valid("train", result | {"pace_change": pace})
+    assert_valid("train", result | {"pace_change": None})
+    assert_invalid("train", result | {"pace_change": without(pace, "step")})
+    assert_invalid("train", result | {"pace_change": pace | {"drop": 1.5}})
 
 
 def test_pretrain_schema_rejects_broken_results() -> None:

@@ -1,6 +1,7 @@
 """The project's own shell scripts (set-up, CI, GPU capture, Slurm) pass shellcheck, and every script that
 runs on a lent GPU machine keeps NVLink multicast off."""
 
+import json
 import re
 import shutil
 import subprocess
@@ -308,6 +309,27 @@ def test_summarize_runs_gives_the_figures_encoder_us_readme_quotes() -> None:
     assert "optimized-s1 vs guide-s1 (same seed and encoder): -0.17 points (95% -1.21 to +0.87, McNemar p = 0.83, " \
         "85 discordant), whole fine-tune 3.43x guide's speed" in printed  # fmt: skip
     assert "host: one eager launch 7.16 µs (median of 3 reading(s)), a replayed kernel 1.00 µs" in printed
+
+
+def test_summarize_runs_says_which_run_changed_pace_part_way() -> None:
+    """Encoder W's host slowed in the middle of guide-s1: its line and the table's notes say so from the logged
+    steps (its result.json predates the field); the runs that held their pace get no note."""
+    folder = ROOT / "docs/benchmarks/2026-12-07-h100-encoder-w"
+    printed = summarize_runs(folder).stdout
+    (guide_s1,) = [line for line in printed.splitlines() if line.startswith("guide-s1 ")]
+    assert guide_s1.endswith("GPU busy 53%; pace: the logged samples/s fell 40% by step 320: a median of 521 over "
+                             "the 15 windows before, 314 over the 19 from it on, so the epochs mix two paces. A "
+                             "host-bound run follows its host's CPU speed: `dgxperf advise` on a `dgxperf monitor` "
+                             "recording of the run says whether the host slowed (launch.host_slowed)")  # fmt: skip
+    assert printed.count("pace: ") == 1
+    table = summarize_runs(folder, "--table").stdout
+    assert (
+        "\nguide-s1: pace: the logged samples/s fell 40% by step 320" in table and table.count("pace: ") == 1
+    )
+    runs = json.loads(summarize_runs(folder, "--json").stdout)["runs"]
+    assert {r["run"]: bool(r["pace_change"]) for r in runs} == {
+        "guide-s1": True, "guide-s2": False, "guide-s3": False, "optimized-s1": False, "optimized-s2": False,
+        "optimized-s3": False, "optimized-s4": False}  # fmt: skip
 
 
 STAND_IN = """#!/usr/bin/env bash

@@ -36,9 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from dgxperf.monitor.sources import RecordingError, read_recording
-from dgxperf.render import profile_line
+from dgxperf.render import pace_line, profile_line
 from dgxperf.report.validate import read_metrics_records
 from dgxperf.train import recipes
+from dgxperf.train.metrics import step_pace_change
 from dgxperf.train.paired import PredictionsError, compare_runs, load_predictions
 
 # fields that leave the encoder's training as it was (ngram_fusion only adds a model after the test)
@@ -199,6 +200,8 @@ def describe(folder: Path) -> dict[str, Any] | None:
         # steps under the profiler run slower, and the run repeats a seed: main() reports it apart
         "profiled": bool(config.get("profile_steps")),
         "profile": result.get("profile"),
+        # from the logged steps, so runs written before result.json carried it have it too
+        "pace_change": step_pace_change(read_metrics_records(folder / "metrics.jsonl", "step")),
         "real_tokens_per_s": [round(e["real_tokens_per_s"]) for e in epochs if e.get("real_tokens_per_s")],
         "mfu": [e.get("mfu") for e in epochs],
         "dev_accuracy": [e.get("dev_accuracy") for e in epochs],
@@ -545,6 +548,9 @@ def main() -> int:
         print(markdown_table(runs))
         for folder, host in hosts.items():
             print(f"\n{folder}: {host_line(host)}")
+        for r in runs:
+            if r["pace_change"]:
+                print(f"\n{r['run']}: {pace_line(r['pace_change'])}")
         return 0
     paired = pairs(runs)
     guide_pairs = against_guide(runs)
@@ -567,9 +573,10 @@ def main() -> int:
             else ""
         )
         busy_note = f", GPU busy {r['gpu_busy_pct']:.0f}%" if r["gpu_busy_pct"] is not None else ""
+        pace_note = f"; {pace_line(r['pace_change'])}" if r["pace_change"] else ""
         print(f"{r['run']:<48} {r['recipe']:<9} seed {r['seed']}  test {100 * r['test_accuracy']:.2f}%{fused}  "
               f"samples/s {r['samples_per_s']}  {fields}{memory if r['peak_memory_gb'] else ''}"
-              f"{busy_note}")  # fmt: skip
+              f"{busy_note}{pace_note}")  # fmt: skip
     for r in profiled:
         print(f"{r['run']:<48} {r['recipe']:<9} seed {r['seed']}  test {100 * r['test_accuracy']:.2f}%  "
               f"samples/s {r['samples_per_s']}, profiled (in no group, pair or table): "

@@ -474,7 +474,21 @@ def render_train(console: Console, result: dict[str, Any]) -> None:
     profile = result.get("profile")
     if profile:
         console.print(profile_line(profile), highlight=False)
+    pace = result.get("pace_change")  # absent from results written before the field existed
+    if pace:
+        console.print(pace_line(pace), style="yellow", highlight=False)
     console.print(f"run folder: {result['out_dir']}", style="dim")
+
+
+def pace_line(pace: Mapping[str, Any]) -> str:
+    """One line on a run whose logged samples/s fell for good part-way (train.metrics.step_pace_change)."""
+    return (
+        f"pace: the logged samples/s fell {100 * pace['drop']:.0f}% by step {pace['step']}: a median of "
+        f"{pace['samples_per_s_before']:,.0f} over the {pace['windows_before']} windows before, "
+        f"{pace['samples_per_s_after']:,.0f} over the {pace['windows_after']} from it on, so the epochs mix two "
+        "paces. A host-bound run follows its host's CPU speed: `dgxperf advise` on a `dgxperf monitor` recording "
+        "of the run says whether the host slowed (launch.host_slowed)"
+    )
 
 
 def rdrop_note(config: Mapping[str, Any]) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 
 from dgxperf.advise.base import Window
 from dgxperf.advise.engine import run_advise
-from dgxperf.advise.rules.launch import HostBoundProcess, HostSlowed, _pace_change, _Tick, process_cpu
+from dgxperf.advise.rules.launch import HostBoundProcess, HostSlowed, process_cpu
 from dgxperf.monitor.sources import read_recording
 from dgxperf.samples import Header, Sample
 from tests.advise.test_real_recordings import ROOT, load, load_h100
@@ -257,14 +257,3 @@ def test_host_slowed_thresholds_and_short_windows() -> None:
     assert fired(header, samples)["launch.host_slowed"]["windows"]["fired"] == 0
     reasons = {n["rule"]: n["reason"] for n in report(*load("train-guide"))["not_evaluated"]}
     assert reasons["launch.host_slowed"].startswith("needs process cpu_pct")
-
-
-def test_pace_change_finds_the_step_and_refuses_short_series() -> None:
-    def ticks(busy: list[float]) -> list[_Tick]:
-        return [_Tick(i, float(i), b, 100.0, 1980.0) for i, b in enumerate(busy)]
-
-    assert _pace_change(ticks([70.0] * 40 + [44.0] * 50), 30) == 40
-    assert _pace_change(ticks([70.0] * 59), 30) is None  # fewer than 30 a side
-    assert (
-        _pace_change(ticks([44.0] * 30 + [70.0] * 30), 30) == 30
-    )  # the only split; the rule judges its sign

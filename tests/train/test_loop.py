@@ -397,6 +397,7 @@ def test_synthetic_fixed_length_task(tmp_path: Path) -> None:
     assert result["epochs"][0]["padding_share"] == 0.0  # fixed length: nothing to pad
     assert result["summary"]["steady_samples_per_s"] > 0
     assert result["ngram_fusion"] is None  # random labels: no n-gram model is fitted
+    assert result["pace_change"] is None  # 5 windows after the warm-up one: too few to judge a change of pace
 
 
 def test_the_n_gram_model_is_skipped_with_a_reason_above_its_token_limit(

@@ -24,7 +24,13 @@ from dgxperf.train import checkpoint, ngram, parallel
 from dgxperf.train.ema import WeightAverage
 from dgxperf.train.flops import flops_for_batch
 from dgxperf.train.graphs import CaptureError, GraphedStep
-from dgxperf.train.metrics import ThroughputMeter, paired_comparison, scores, wilson_interval
+from dgxperf.train.metrics import (
+    ThroughputMeter,
+    paired_comparison,
+    scores,
+    step_pace_change,
+    wilson_interval,
+)
 from dgxperf.train.objective import classification_loss, rows_through_model
 from dgxperf.train.paired import DEV_PREDICTIONS_FILE, PREDICTIONS_FILE, write_predictions
 from dgxperf.train.recipes import RecipeError, TrainConfig, changes_from_recipe, for_world
@@ -697,7 +703,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
                     record["graphs_compiled"] = graphs_now - graphs_at_window
                     graphs_at_window = graphs_now
                 log.write(record)
-                windows.append(rates)
+                windows.append(rates | {"step": step})
                 if options.on_log and context.is_main:
                     options.on_log(record | {"epochs": config.epochs})
                 loss_sum.zero_()
@@ -861,6 +867,7 @@ def _train(config: TrainConfig, options: RunOptions, context: parallel.RunContex
         "weight_average": weight_average,
         "ngram_fusion": fusion,
         "profile": profile,
+        "pace_change": step_pace_change(windows),
         "epochs": history,
         "test": test,
         "summary": {

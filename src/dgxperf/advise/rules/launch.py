@@ -40,6 +40,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dgxperf.advise.base import Rule, Suggestion, Thresholds, Window, fmt_gpus, gather, threshold
+from dgxperf.pace import pace_change
 
 STEAL_NOTE_PCT = 5.0  # CPU steal worth a sentence: a host-bound step loses at least that share of its pace
 
@@ -240,21 +241,6 @@ class _Tick:
     clock: float | None
 
 
-def _pace_change(ticks: list[_Tick], min_side: int) -> int | None:
-    """Where the process's busy share fell most: the split (first tick after it) that maximises the mean before
-    minus the mean after, with ``min_side`` ticks on each side; None when the series is too short."""
-    n = len(ticks)
-    if n < 2 * min_side:
-        return None
-    prefix = [0.0]
-    for tick in ticks:
-        prefix.append(prefix[-1] + tick.busy)
-    return max(
-        range(min_side, n - min_side + 1),
-        key=lambda k: prefix[k] / k - (prefix[n] - prefix[k]) / (n - k),
-    )
-
-
 class HostSlowed(Rule[HostSlowedThresholds]):
     """Host-bound process, same CPU share, same GPU clock, less GPU work from one moment on -> the host's CPU
     got slower (dgxperf's rule).
@@ -308,18 +294,15 @@ class HostSlowed(Rule[HostSlowedThresholds]):
         found: list[tuple[float, int, Any, list[_Tick], int]] = []
         for gpu in self.gpus(window):
             for pid, ticks in self._ticks_by_process(window, gpu).items():
-                k = _pace_change(ticks, t.min_side_ticks)
-                if k is None:
+                change = pace_change([x.busy for x in ticks], min_side=t.min_side_ticks, min_drop=t.min_drop)
+                if change is None:
                     continue
+                k = change.index
                 before, after = ticks[:k], ticks[k:]
-                busy_before = statistics.median(x.busy for x in before)
-                busy_after = statistics.median(x.busy for x in after)
                 cpu_before = statistics.median(x.cpu for x in before)
                 cpu_after = statistics.median(x.cpu for x in after)
                 clocks_before = [x.clock for x in before if x.clock is not None]
                 clocks_after = [x.clock for x in after if x.clock is not None]
-                if busy_before <= 0 or 1 - busy_after / busy_before < t.min_drop:
-                    continue
                 if min(cpu_before, cpu_after) < t.process_cpu_min_pct:
                     continue
                 if abs(cpu_after / cpu_before - 1) > t.max_cpu_change:
@@ -331,7 +314,7 @@ class HostSlowed(Rule[HostSlowedThresholds]):
                         or abs(statistics.median(clocks_after) / clock_before - 1) > t.max_clock_change
                     ):
                         continue
-                found.append((1 - busy_after / busy_before, gpu, pid, ticks, k))
+                found.append((change.drop, gpu, pid, ticks, k))
         if not found:
             return []
         drop, gpu, pid, ticks, k = max(found, key=lambda f: f[0])
