@@ -481,7 +481,8 @@ def render_train(console: Console, result: dict[str, Any]) -> None:
 
 
 def pace_line(pace: Mapping[str, Any]) -> str:
-    """One line on a run whose logged samples/s fell for good part-way (train.metrics.step_pace_change)."""
+    """One line on a run whose logged samples/s fell part-way and ran lower on the median after
+    (train.metrics.step_pace_change)."""
     return (
         f"pace: the logged samples/s fell {100 * pace['drop']:.0f}% by step {pace['step']}: a median of "
         f"{pace['samples_per_s_before']:,.0f} over the {pace['windows_before']} windows before, "

@@ -218,9 +218,9 @@ PACE_MIN_DROP = 0.2
 
 
 def step_pace_change(records: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
-    """Where a run's logged samples/s fell for good, from its step records (``step`` and ``samples_per_s``, in
-    order; the first holds compilation and warm-up and is left out), or None when it held its pace, logged too
-    few windows, or some window has no rate."""
+    """Where a run's logged samples/s fell and ran lower on the median after, from its step records (``step``
+    and ``samples_per_s``, in order; the first holds compilation and warm-up and is left out), or None when it
+    held its pace, logged too few windows, or some window has no rate."""
     usable = list(records[1:])
     rates = [r.get("samples_per_s") for r in usable]
     measured = [float(v) for v in rates if isinstance(v, int | float)]
