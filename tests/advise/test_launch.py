@@ -179,6 +179,10 @@ def test_a_host_that_slows_in_the_middle_of_a_host_bound_run_is_named() -> None:
     )  # appeared, and too small to explain
     assert suggestion["evidence"]["metrics"]["sm_clock_mhz"]["mean"] > 1950
     why = suggestion["why"]
+    assert (
+        values["busy_metric"] == "sm_active_pct"
+        and "its SMs were active 44% of the time instead of 71%" in why
+    )
     assert "from 10:22:2" in why and "pid 1541" in why and "host bound" in why and "not comparable" in why
     assert "at 1980 MHz" in why and "steal" in why
     assert "~1.6x" in suggestion["expected_effect"]
@@ -257,3 +261,23 @@ def test_host_slowed_thresholds_and_short_windows() -> None:
     assert fired(header, samples)["launch.host_slowed"]["windows"]["fired"] == 0
     reasons = {n["rule"]: n["reason"] for n in report(*load("train-guide"))["not_evaluated"]}
     assert reasons["launch.host_slowed"].startswith("needs process cpu_pct")
+
+
+def test_host_slowed_reads_utilization_where_the_gpu_has_no_sm_activity() -> None:
+    """GPUs without GPM (before Hopper, no DCGM) give utilization.gpu alone: the same moment, in its words."""
+    header, samples = load_h100("guide-host-slowed")
+    no_gpm = [
+        dataclasses.replace(
+            s,
+            gpus=tuple(
+                dataclasses.replace(g, metrics={k: v for k, v in g.metrics.items() if k != "sm_active_pct"})
+                for g in s.gpus
+            ),
+        )
+        for s in samples
+    ]  # SYNTHETIC: the H100's own readings less one metric
+    (suggestion,) = HostSlowed().evaluate(Window(no_gpm, header))
+    values = suggestion.evidence.values
+    assert values["busy_metric"] == "gpu_util_pct" and values["change_at"].startswith("2026-12-07T10:22:2")
+    assert (round(values["busy_pct_before"]), round(values["busy_pct_after"])) == (92, 55)
+    assert "it ran kernels 55% of the time instead of 92%" in suggestion.why

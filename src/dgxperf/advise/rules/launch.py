@@ -40,7 +40,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dgxperf.advise.base import Rule, Suggestion, Thresholds, Window, fmt_gpus, gather, threshold
-from dgxperf.pace import pace_change
+from dgxperf.pace import PaceChange, pace_change
 
 STEAL_NOTE_PCT = 5.0  # CPU steal worth a sentence: a host-bound step loses at least that share of its pace
 
@@ -241,6 +241,12 @@ class _Tick:
     clock: float | None
 
 
+def _busy_metric(window: Window, gpu: int) -> str:
+    """What measures how busy the GPU kept: SM activity (GPM, Hopper) is finer than utilization.gpu, which counts a
+    tick busy when any kernel ran."""
+    return "sm_active_pct" if window.has("sm_active_pct", gpu) else "gpu_util_pct"
+
+
 class HostSlowed(Rule[HostSlowedThresholds]):
     """Host-bound process, same CPU share, same GPU clock, less GPU work from one moment on -> the host's CPU
     got slower (dgxperf's rule).
@@ -270,7 +276,7 @@ class HostSlowed(Rule[HostSlowedThresholds]):
 
     def _ticks_by_process(self, window: Window, gpu: int) -> dict[Any, list[_Tick]]:
         t = self.thresholds
-        busy_metric = "sm_active_pct" if window.has("sm_active_pct", gpu) else "gpu_util_pct"
+        busy_metric = _busy_metric(window, gpu)
         by_pid: dict[Any, list[_Tick]] = {}
         for index, (time, util, busy, clock, on_gpu) in enumerate(
             zip(
@@ -291,7 +297,7 @@ class HostSlowed(Rule[HostSlowedThresholds]):
 
     def evaluate(self, window: Window) -> list[Suggestion]:
         t = self.thresholds
-        found: list[tuple[float, int, Any, list[_Tick], int]] = []
+        found: list[tuple[PaceChange, int, Any, list[_Tick]]] = []
         for gpu in self.gpus(window):
             for pid, ticks in self._ticks_by_process(window, gpu).items():
                 change = pace_change([x.busy for x in ticks], min_side=t.min_side_ticks, min_drop=t.min_drop)
@@ -314,16 +320,16 @@ class HostSlowed(Rule[HostSlowedThresholds]):
                         or abs(statistics.median(clocks_after) / clock_before - 1) > t.max_clock_change
                     ):
                         continue
-                found.append((change.drop, gpu, pid, ticks, k))
+                found.append((change, gpu, pid, ticks))
         if not found:
             return []
-        drop, gpu, pid, ticks, k = max(found, key=lambda f: f[0])
-        return [self._suggestion(window, drop, gpu, pid, ticks, k)]
+        return [self._suggestion(window, *max(found, key=lambda f: f[0].drop))]
 
     def _suggestion(
-        self, window: Window, drop: float, gpu: int, pid: Any, ticks: list[_Tick], k: int
+        self, window: Window, change: PaceChange, gpu: int, pid: Any, ticks: list[_Tick]
     ) -> Suggestion:
-        before, after = ticks[:k], ticks[k:]
+        before, after = ticks[: change.index], ticks[change.index :]
+        drop = change.drop
 
         def mask(side: list[_Tick]) -> list[bool]:
             marked = [False] * len(window)
@@ -331,11 +337,13 @@ class HostSlowed(Rule[HostSlowedThresholds]):
                 marked[tick.index] = True
             return marked
 
-        busy_before = statistics.median(x.busy for x in before)
-        busy_after = statistics.median(x.busy for x in after)
+        busy_before, busy_after = change.before, change.after
         cpu_before = statistics.median(x.cpu for x in before)
         cpu_after = statistics.median(x.cpu for x in after)
         clocks = [x.clock for x in ticks if x.clock is not None]
+        busy_words = (
+            "its SMs were active" if _busy_metric(window, gpu) == "sm_active_pct" else "it ran kernels"
+        )
         steal = [
             window.host_stats("steal_pct", mask(side)) if window.host_has("steal_pct") else None
             for side in (before, after)
@@ -353,6 +361,7 @@ class HostSlowed(Rule[HostSlowedThresholds]):
             values={
                 "pid": pid,
                 "change_at": change_at.isoformat().replace("+00:00", "Z"),
+                "busy_metric": _busy_metric(window, gpu),
                 "busy_pct_before": round(busy_before, 1),
                 "busy_pct_after": round(busy_after, 1),
                 "drop": round(drop, 3),
@@ -375,7 +384,7 @@ class HostSlowed(Rule[HostSlowedThresholds]):
         return self.suggest(
             severity="warn",
             why=(
-                f"{fmt_gpus((gpu,))}: from {at} the GPU's SMs were busy {busy_after:.0f}% of the time instead of "
+                f"{fmt_gpus((gpu,))}: from {at} {busy_words} {busy_after:.0f}% of the time instead of "
                 f"{busy_before:.0f}% ({drop:.0%} less), while its process (pid {pid}) kept "
                 f"{cpu_before:.0f}% then {cpu_after:.0f}% of a core busy{clock} on both sides. The same CPU time "
                 "now buys less GPU work: the step is host bound and the host's core got slower (another tenant on "
