@@ -86,8 +86,8 @@ ENCODER_W = ROOT / "docs" / "benchmarks" / "2026-12-07-h100-encoder-w"
 def test_train_view_says_when_the_pace_fell_part_way() -> None:
     """guide-s1 on the 2026-12-07 H100 host: its result.json predates the field, so it is added from its own
     logged steps, as the loop now writes it."""
+    from dgxperf.pace import step_pace_change
     from dgxperf.report.validate import read_metrics_records
-    from dgxperf.train.metrics import step_pace_change
 
     result = json.loads((ENCODER_W / "guide-s1" / "result.json").read_text())
     assert "pace_change" not in result and "pace:" not in rendered(result)

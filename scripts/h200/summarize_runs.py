@@ -36,10 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from dgxperf.monitor.sources import RecordingError, read_recording
-from dgxperf.render import pace_line, profile_line
+from dgxperf.pace import pace_line, step_pace_change
+from dgxperf.render import profile_line
 from dgxperf.report.validate import read_metrics_records
 from dgxperf.train import recipes
-from dgxperf.train.metrics import step_pace_change
 from dgxperf.train.paired import PredictionsError, compare_runs, load_predictions
 
 # fields that leave the encoder's training as it was (ngram_fusion only adds a model after the test)

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from dgxperf.doctor import AREAS, DoctorReport
+from dgxperf.pace import pace_line
 from dgxperf.results import Finding, Status, to_jsonable
 from dgxperf.store import MISSING, Comparison, RunRecord
 
@@ -101,7 +102,7 @@ def render_doctor(console: Console, report: DoctorReport, *, problems_only: bool
 
 
 def render_validate(console: Console, result: Mapping[str, Any], md: Path, page: Path) -> None:
-    from dgxperf.report.document import phase_table, tables_for_terminal
+    from dgxperf.report.document import pace_notes, phase_table, tables_for_terminal
 
     def show(title: str, table: tuple[list[str], list[list[str]]]) -> None:
         headers, rows = table
@@ -116,6 +117,8 @@ def render_validate(console: Console, result: Mapping[str, Any], md: Path, page:
     for title, table in tables_for_terminal(result):
         if table[1]:
             show(title, table)
+    for note in pace_notes(result):
+        console.print(note, style="yellow", highlight=False)
     if not result.get("complete"):
         console.print("[bold yellow]the report is incomplete[/]: see the phase table", highlight=False)
     console.print(f"report: {page}  (Markdown: {md})", highlight=False)
@@ -478,18 +481,6 @@ def render_train(console: Console, result: dict[str, Any]) -> None:
     if pace:
         console.print(pace_line(pace), style="yellow", highlight=False)
     console.print(f"run folder: {result['out_dir']}", style="dim")
-
-
-def pace_line(pace: Mapping[str, Any]) -> str:
-    """One line on a run whose logged samples/s fell part-way and ran lower on the median after
-    (train.metrics.step_pace_change)."""
-    return (
-        f"pace: the logged samples/s fell {100 * pace['drop']:.0f}% by step {pace['step']}: a median of "
-        f"{pace['samples_per_s_before']:,.0f} over the {pace['windows_before']} windows before, "
-        f"{pace['samples_per_s_after']:,.0f} over the {pace['windows_after']} from it on, so the epochs mix two "
-        "paces. A host-bound run follows its host's CPU speed: `dgxperf advise` on a `dgxperf monitor` recording "
-        "of the run says whether the host slowed (launch.host_slowed)"
-    )
 
 
 def rdrop_note(config: Mapping[str, Any]) -> str:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import copy
+import html
 import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
+from dgxperf.render import render_validate
 from dgxperf.report import document, validate
 from dgxperf.report.validate import ValidateError, ValidatePlan, ablation_variants, choose_plan
 from dgxperf.train import recipes
@@ -434,3 +437,27 @@ def test_every_ablation_variant_is_a_recipe_that_builds() -> None:
     switched off in the variants it conflicts with, or validate's ablation would refuse a run."""
     for variant in validate.ABLATION:
         recipes.build_config(variant.recipe, overrides=dict(variant.fields))
+
+
+# From encoder E on the H200 (2026-12-04): guide's logged samples/s fell 26% by step 500, in its third epoch
+# (693 / 785 / 607 samples/s by epoch), so optimized's speed-up by epoch went 3.49 / 2.99 / 3.89x
+ENCODER_E_VALIDATE = (
+    ROOT / "docs" / "benchmarks" / "2026-12-04-h200-extra-text" / "encoder-E" / "validate.json"
+)
+
+
+def test_the_report_says_which_recipe_changed_pace_part_way() -> None:
+    result = json.loads(ENCODER_E_VALIDATE.read_text())
+    (note,) = document.pace_notes(result)
+    assert note.startswith(
+        "guide: pace: the logged samples/s fell 26% by step 500: a median of 792 over the 25 "
+    )
+    assert note.endswith("its speed-ups in the table mix the two")
+    md = document.render_markdown(result, {})
+    assert f"**{note}.**" in md and md.index("Guide A §7's table") < md.index(note) < md.index("## Ablation")
+    assert f'<p class="banner">{html.escape(note)}.</p>' in document.render_html(result, {})
+    console = Console(record=True, width=1000, color_system=None)
+    render_validate(console, result, Path("report.md"), Path("report.html"))
+    assert note in console.export_text()
+    # the H200 runs that held their pace get no note
+    assert document.pace_notes(json.loads(H200_RESULT.read_text())) == []

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dgxperf.atomic import atomic_write
+from dgxperf.pace import pace_line, step_pace_change
 from dgxperf.report.rates import RECIPES, rate_basis, recipe_rates, reference_spread, within_noise
 
 Table = tuple[list[str], list[list[str]]]
@@ -39,6 +40,18 @@ def rates_note(result: Mapping[str, Any]) -> str:
         f"{NOTE_EPOCH}. tokens/s (real, non-pad tokens), MFU and the speed-ups use the {basis} rate ({why}); "
         "the run column is the run-store id"
     )
+
+
+def pace_notes(result: Mapping[str, Any]) -> list[str]:
+    """One line per recipe whose logged samples/s fell part-way (from the steps validate keeps of each run, so
+    results written before train reported it have it too): its epoch rate, and the speed-ups against it, mix
+    two paces."""
+    notes = []
+    for name, run in (result.get("recipes") or {}).items():
+        pace = step_pace_change(run.get("steps") or [])
+        if pace:
+            notes.append(f"{name}: {pace_line(pace)}; its speed-ups in the table mix the two")
+    return notes
 
 
 FIGURE_TITLES = {
@@ -373,6 +386,7 @@ def render_markdown(result: Mapping[str, Any], figure_files: Mapping[str, str]) 
     out += ["", f"Run {_run_ref(result)}, {_timing(result)}. " + _choices(result), ""]
     out += ["## Guide A §7's table for this node", "", _md_table(recipe_table(result))]
     out += [f"{rates_note(result)} (`dgxperf runs show ID`).", ""]
+    out += [f"**{note}.**\n" for note in pace_notes(result)]
     if result.get("paired"):
         out += ["### Test accuracy paired with guide's", "", _md_table(paired_table(result))]
         out += [f"{PAIRED_NOTE}.", ""]
@@ -444,6 +458,7 @@ def render_html(result: Mapping[str, Any], figures: Mapping[str, bytes]) -> str:
     parts.append(
         f'<p class="small">{html.escape(rates_note(result))} (<code>dgxperf runs show ID</code>).</p>'
     )
+    parts += [f'<p class="banner">{html.escape(note)}.</p>' for note in pace_notes(result)]
     if result.get("paired"):
         parts += ["<h3>Test accuracy paired with guide's</h3>", _html_table(paired_table(result), "paired")]
         parts.append(f'<p class="small">{html.escape(PAIRED_NOTE)}.</p>')

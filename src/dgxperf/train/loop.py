@@ -20,17 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from dgxperf import __version__
+from dgxperf.pace import step_pace_change
 from dgxperf.train import checkpoint, ngram, parallel
 from dgxperf.train.ema import WeightAverage
 from dgxperf.train.flops import flops_for_batch
 from dgxperf.train.graphs import CaptureError, GraphedStep
-from dgxperf.train.metrics import (
-    ThroughputMeter,
-    paired_comparison,
-    scores,
-    step_pace_change,
-    wilson_interval,
-)
+from dgxperf.train.metrics import ThroughputMeter, paired_comparison, scores, wilson_interval
 from dgxperf.train.objective import classification_loss, rows_through_model
 from dgxperf.train.paired import DEV_PREDICTIONS_FILE, PREDICTIONS_FILE, write_predictions
 from dgxperf.train.recipes import RecipeError, TrainConfig, changes_from_recipe, for_world

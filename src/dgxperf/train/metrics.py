@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
-from dgxperf.pace import pace_change
 from dgxperf.train.flops import mfu as flops_mfu
 
 
@@ -206,34 +205,3 @@ def mfu(flops_per_second: float, peak_tflops: float | None, n_gpus: int) -> floa
     if not peak_tflops:
         return None
     return flops_mfu(flops_per_second, peak_tflops, n_gpus)
-
-
-# A change of pace worth a line: at least 8 logged windows (160 steps at the default log_every) on each side, and
-# the median samples/s after at least 20% under the median before. Over the 255 runs' metrics.jsonl committed
-# under docs/benchmarks/ by 2026-12-07 it names 5: four 21-26% falls of guide A's recipe and of optimized when
-# both were host bound, on lent H200s and an H100, and the 40% fall of guide-s1 on the 2026-12-07 H100 host, whose
-# process held one core throughout.
-PACE_MIN_WINDOWS = 8
-PACE_MIN_DROP = 0.2
-
-
-def step_pace_change(records: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
-    """Where a run's logged samples/s fell and ran lower on the median after, from its step records (``step``
-    and ``samples_per_s``, in order; the first holds compilation and warm-up and is left out), or None when it
-    held its pace, logged too few windows, or some window has no rate."""
-    usable = list(records[1:])
-    rates = [r.get("samples_per_s") for r in usable]
-    measured = [float(v) for v in rates if isinstance(v, int | float)]
-    if not measured or len(measured) < len(rates):
-        return None
-    change = pace_change(measured, min_side=PACE_MIN_WINDOWS, min_drop=PACE_MIN_DROP)
-    if change is None:
-        return None
-    return {
-        "step": int(usable[change.index]["step"]),
-        "samples_per_s_before": round(change.before, 1),
-        "samples_per_s_after": round(change.after, 1),
-        "drop": round(change.drop, 3),
-        "windows_before": change.index,
-        "windows_after": len(usable) - change.index,
-    }
