@@ -240,6 +240,13 @@ def test_advice_with_sliding_windows_and_suggestions_validates() -> None:
     assert short["windows"] == 0 and short["suggestions"][0]["windows"] is None
 
 
+def test_advice_naming_a_host_that_slowed_validates() -> None:
+    """launch.host_slowed's evidence carries a pid, a time and steal figures that may be null."""
+    advice = advice_for(ROOT / "tests" / "data" / "h100" / "monitor" / "guide-host-slowed.jsonl")
+    assert "launch.host_slowed" in {s["rule"] for s in advice["suggestions"]}
+    assert_valid("advice", advice)
+
+
 def test_advice_on_nothing_validates() -> None:
     assert_valid("advice", run_advise([], None).to_json())
 
