@@ -65,10 +65,10 @@ def pace_change(values: Sequence[float], *, min_side: int, min_drop: float) -> P
 
 
 # A change of pace worth a line: at least 8 logged windows (160 steps at the default log_every) on each side, and
-# the median samples/s after at least 20% under the median before. Over the 255 runs' metrics.jsonl committed
-# under docs/benchmarks/ by 2026-12-07 it names 5: four 21-26% falls of guide A's recipe and of optimized when
-# both were host bound, on lent H200s and an H100, and the 40% fall of guide-s1 on the 2026-12-07 H100 host, whose
-# process held one core throughout.
+# the median samples/s after at least 20% under the median before. 20% was chosen after a scan at 15% of the 255
+# runs' metrics.jsonl committed under docs/benchmarks/ by 2026-12-07 (9 named): it keeps the 5 largest falls, four
+# of 21-26% (guide A's recipe three times, optimized once, on lent H200s and an H100) and the 40% fall of guide-s1
+# on the 2026-12-07 H100 host, whose process held one core throughout.
 PACE_MIN_WINDOWS = 8
 PACE_MIN_DROP = 0.2
 
