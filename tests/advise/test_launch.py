@@ -281,3 +281,22 @@ def test_host_slowed_reads_utilization_where_the_gpu_has_no_sm_activity() -> Non
     assert values["busy_metric"] == "gpu_util_pct" and values["change_at"].startswith("2026-12-07T10:22:2")
     assert (round(values["busy_pct_before"]), round(values["busy_pct_after"])) == (92, 55)
     assert "it ran kernels 55% of the time instead of 92%" in suggestion.why
+
+
+GZIPPED_H200 = sorted((ROOT / "docs" / "benchmarks").glob("2026-12-04-h200-encoder-[hij]/monitor/*.jsonl.gz"))
+
+
+def test_host_slowed_stays_quiet_on_the_gzipped_h200_recordings_it_can_judge() -> None:
+    """Encoders H-J's calls on the H200 (2026-12-04), with process CPU shares: judged, quiet. Encoder H's guide-s2
+    logged a 23% fall, its SMs 17.5% less active (45.4% -> 37.5%): under the rule's 25%."""
+    assert len(GZIPPED_H200) == 8
+    for path in GZIPPED_H200:
+        header, samples, warnings = read_recording(path)
+        window = Window(samples, header)
+        assert warnings == [] and HostSlowed().missing(window) == (), path.name
+        assert HostSlowed().evaluate(window) == [], path.name
+    header, samples, _ = read_recording(GZIPPED_H200[0].with_name("call3.jsonl.gz"))
+    (smaller,) = HostSlowed().with_overrides({"min_drop": 0.15}).evaluate(Window(samples, header))
+    values = smaller.evidence.values  # guide-s2's process, with the rule's threshold lowered to 15%
+    assert values["pid"] == 2210 and values["drop"] == 0.175
+    assert (values["busy_pct_before"], values["busy_pct_after"]) == (45.4, 37.5)

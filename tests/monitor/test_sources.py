@@ -280,3 +280,63 @@ def test_live_rejects_a_bad_interval() -> None:
     for bad in (0.0, -1.0, float("nan")):
         with pytest.raises(ValueError, match="interval"):
             LiveSource(bad, host_only=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# Gzipped recordings (docs/benchmarks/ keeps some monitor recordings that way)
+# --------------------------------------------------------------------------------------------------
+
+GZIPPED = ROOT / "docs" / "benchmarks" / "2026-12-04-h200-encoder-h" / "monitor" / "call4.jsonl.gz"
+
+
+def test_a_gzipped_recording_reads_as_its_plain_copy(tmp_path: Path) -> None:
+    import gzip
+
+    plain = tmp_path / "call4.jsonl"
+    plain.write_bytes(gzip.decompress(GZIPPED.read_bytes()))
+    assert read_recording(GZIPPED) == read_recording(plain)
+    header, samples, warnings = read_recording(GZIPPED)
+    assert header.gpus[0].name == "NVIDIA H200" and len(samples) == 171 and warnings == []
+    renamed = tmp_path / "no-suffix.jsonl"  # the bytes say gzip, whatever the name
+    renamed.write_bytes(GZIPPED.read_bytes())
+    assert read_recording(renamed)[1] == samples
+
+
+def test_a_gzipped_recording_loops(tmp_path: Path) -> None:
+    import gzip
+
+    path = tmp_path / "r.jsonl.gz"
+    plain = write_recording(tmp_path / "r.jsonl", [tick(1000.0, 1), tick(1001.0, 2)])
+    path.write_bytes(gzip.compress(plain.read_bytes()))
+    with RecordedSource(path, loop=True) as src:
+        samples = [src.next_sample() for _ in range(5)]
+    assert [s.t for s in samples if s is not None] == [1000.0, 1001.0, 1002.0, 1003.0, 1004.0]
+
+
+def test_a_gzipped_recording_cut_short_keeps_what_it_holds(tmp_path: Path) -> None:
+    import gzip
+
+    plain = write_recording(tmp_path / "r.jsonl", [tick(1000.0 + i) for i in range(2000)])
+    whole = gzip.compress(plain.read_bytes())
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(whole[: len(whole) * 2 // 3])  # a copy stopped part-way
+    _header, samples, warnings = read_recording(cut)
+    assert 0 < len(samples) < 2000 and [s.t for s in samples] == [1000.0 + i for i in range(len(samples))]
+    assert (
+        len(warnings) == 1
+        and "the rest is unreadable" in warnings[0]
+        and "samples before it are kept" in warnings[0]
+    )
+
+
+def test_a_broken_gzip_or_a_gzipped_non_recording_is_a_recording_error(tmp_path: Path) -> None:
+    import gzip
+
+    broken = tmp_path / "broken.jsonl.gz"
+    broken.write_bytes(b"\x1f\x8b" + b"not really gzip")
+    with pytest.raises(RecordingError, match="not a readable gzip file"):
+        RecordedSource(broken)
+    text = tmp_path / "text.jsonl.gz"
+    text.write_bytes(gzip.compress(b"hello\n"))
+    with pytest.raises(RecordingError, match="header is not JSON"):
+        RecordedSource(text)

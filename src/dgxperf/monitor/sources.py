@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import abc
 import datetime
+import gzip
 import json
 import math
 import socket
@@ -259,6 +260,9 @@ def parse_sample(text: str) -> Sample | str:
         return f"{type(exc).__name__}: {exc}"
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+
+
 def _check_readable(path: Path) -> None:
     if path.suffix == ".parquet":
         raise RecordingError(f"{path}: Parquet recordings are not supported by this dgxperf; use .jsonl")
@@ -296,11 +300,22 @@ class RecordedSource(Source):
 
     def _open(self) -> Header:
         try:
-            self._file = self.path.open(encoding="utf-8", errors="replace")
+            with self.path.open("rb") as raw:
+                compressed = raw.read(2) == GZIP_MAGIC
+            # a recording kept gzipped (docs/benchmarks/ commits some that way) reads as it is
+            self._file = (
+                gzip.open(self.path, "rt", encoding="utf-8", errors="replace")  # noqa: SIM115 (closed by close())
+                if compressed
+                else self.path.open(encoding="utf-8", errors="replace")
+            )
         except OSError as exc:
             raise RecordingError(f"cannot read the recording {self.path}: {exc.strerror or exc}") from None
         self._line_no = 1
-        first = self._file.readline()
+        try:
+            first = self._file.readline()
+        except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
+            self.close()
+            raise RecordingError(f"{self.path}: not a readable gzip file ({exc})") from None
         if not first.strip():
             self.close()
             raise RecordingError(f"{self.path}:1: empty recording (no header line)")
@@ -317,7 +332,12 @@ class RecordedSource(Source):
     def _next_recorded(self) -> Sample | None:
         """The next good sample of the file (timestamps as recorded), looping if asked."""
         while True:
-            line = self._file.readline() if self._file is not None else ""
+            try:
+                line = self._file.readline() if self._file is not None else ""
+            except (OSError, EOFError) as exc:  # a gzipped recording cut short
+                self._warn(f"the rest is unreadable ({exc}); the samples before it are kept")
+                self.close()
+                line = ""
             if not line:
                 if (
                     not self.loop
