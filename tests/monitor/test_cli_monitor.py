@@ -95,6 +95,18 @@ def test_advise_on_a_recording_as_json(tmp_path: Path) -> None:
     assert {n["rule"] for n in data["not_evaluated"]} >= {"input.iowait"}  # no host readings in it
 
 
+def test_advise_reads_a_gzipped_recording_and_names_the_host_that_slowed(tmp_path: Path) -> None:
+    import gzip
+
+    recording = tmp_path / "guide-host-slowed.jsonl.gz"
+    recording.write_bytes(gzip.compress((ROOT / "tests/data/h100/monitor/guide-host-slowed.jsonl").read_bytes()))
+    result = dgxperf("advise", str(recording), home=tmp_path)
+    no_traceback(result)
+    assert result.returncode == 0
+    assert "The host's CPU slowed in the middle of a host-bound run" in result.stdout
+    assert "launch.host_slowed" in result.stdout
+
+
 def test_grafana_writes_three_files(tmp_path: Path) -> None:
     result = dgxperf("grafana", "--out", str(tmp_path / "g"), "--json", home=tmp_path)
     assert result.returncode == 0
