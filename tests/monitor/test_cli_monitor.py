@@ -99,7 +99,9 @@ def test_advise_reads_a_gzipped_recording_and_names_the_host_that_slowed(tmp_pat
     import gzip
 
     recording = tmp_path / "guide-host-slowed.jsonl.gz"
-    recording.write_bytes(gzip.compress((ROOT / "tests/data/h100/monitor/guide-host-slowed.jsonl").read_bytes()))
+    recording.write_bytes(
+        gzip.compress((ROOT / "tests/data/h100/monitor/guide-host-slowed.jsonl").read_bytes())
+    )
     result = dgxperf("advise", str(recording), home=tmp_path)
     no_traceback(result)
     assert result.returncode == 0
