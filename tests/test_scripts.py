@@ -367,12 +367,15 @@ def run_capture_seeds(tmp_path: Path, runs: str, durations: str, **env: str) -> 
 
 def test_capture_seeds_holds_back_a_run_that_would_not_fit_what_the_call_has_left(tmp_path: Path) -> None:
     log = run_capture_seeds(tmp_path, "guide:1 optimized:1", "guide 200\noptimized 40\n", END_S="100")
-    assert "== guide:1 not started: a guide run took 200 s here, 100 s are left (next call)" in log
+    # the script counts from its own start (bash's SECONDS): on a loaded machine a second can pass before the check
+    assert re.search(
+        r"== guide:1 not started: a guide run took 200 s here, (100|99|98) s are left \(next call\)", log
+    )
     assert "== optimized seed 1" in log  # the shorter run after it still runs
     assert not (tmp_path / "ft" / "guide-s1").exists()
     assert (tmp_path / "ft" / "optimized-s1" / "result.json").is_file()
-    # what it took is kept for the next call (the stand-in takes no time)
-    assert (tmp_path / "ft" / "durations").read_text().splitlines()[-1] == "optimized 0"
+    # what it took is kept for the next call (the stand-in takes well under a second, which may straddle one tick)
+    assert (tmp_path / "ft" / "durations").read_text().splitlines()[-1] in ("optimized 0", "optimized 1")
 
 
 def test_capture_seeds_takes_expect_for_a_kind_this_machine_has_not_timed(tmp_path: Path) -> None:
