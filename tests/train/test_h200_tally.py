@@ -807,8 +807,8 @@ W_RECIPES = {
     "guide-s3": 87.21,
 }
 
-# Encoder X (2026-12-07-h100-encoder-x): pretrained as the tally's, on a ninth H100 host, the fastest at guide yet;
-# the recipes as they now stand, with baseline again (W had none).
+# Encoder X (2026-12-07-h100-encoder-x): pretrained as the tally's, on a ninth H100 host, the fastest of the nine at
+# guide; the recipes as they now stand, with baseline again (W had none).
 ENCODER_X = "2026-12-07-h100-encoder-x"
 X_RECIPES = {
     "optimized-s1": 86.41,
