@@ -421,6 +421,7 @@ def test_summarize_runs_reads_each_runs_gpu_busy_share_from_the_calls_recordings
     a little less, fp32 baseline ~96%; the call's first run had ~5 s idle after its first epoch inside that
     stretch. A folder without recordings, or with a broken one, gives no share rather than an error."""
     import datetime
+    import gzip
     import shutil
 
     module = summarize_runs_module()
@@ -438,6 +439,12 @@ def test_summarize_runs_reads_each_runs_gpu_busy_share_from_the_calls_recordings
     (copy / "log-seeds.txt").write_text((folder / "log-seeds-call2.txt").read_text())
     (copy / "monitor-seeds.jsonl").write_text("not json\n")
     assert module.gpu_busy(copy, runs) == {}
+
+    # a recording committed gzipped, beside its log, reads as the plain one does
+    (copy / "monitor-seeds.jsonl").unlink()
+    (copy / "monitor-seeds.jsonl.gz").write_bytes(gzip.compress((folder / "monitor-seeds-call2.jsonl").read_bytes()))
+    from_gzip = module.gpu_busy(copy, runs)
+    assert from_gzip and from_gzip == {name: busy[name] for name in from_gzip}  # call 2's runs, as from the folder
 
     # the log prints times of day: past midnight they belong to the monitor's next day
     started = datetime.datetime(2026, 12, 6, 23, 59, 30, tzinfo=datetime.timezone.utc)

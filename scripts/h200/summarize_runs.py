@@ -107,13 +107,15 @@ def run_windows(log_text: str, started_at: datetime.datetime) -> dict[str, tuple
 
 def gpu_busy(folder: Path, runs: list[dict[str, Any]]) -> dict[str, float]:
     """Each run's GPU busy share (NVML's SM active, %, of the first GPU) from the monitor recordings a capture
-    folder keeps beside its logs (``log-seeds[-callN].txt`` with ``monitor-seeds[-callN].jsonl``): the mean over
+    folder keeps beside its logs (``log-seeds[-callN].txt`` with ``monitor-seeds[-callN].jsonl[.gz]``): the mean over
     the busiest stretch of the run's window as long as its epochs together (dev passes between them included),
     so start-up, compile and the test pass fall outside it. Runs without a recording are left out."""
     epochs = {r["run"]: sum(r["epoch_seconds"]) for r in runs}
     busy: dict[str, float] = {}
     for log in sorted(folder.glob("log-seeds*.txt")):
         recording = folder / f"monitor-seeds{log.stem.removeprefix('log-seeds')}.jsonl"
+        if not recording.exists():  # committed gzipped since 2026-12-07, to keep the tree a device call carries small
+            recording = recording.with_name(recording.name + ".gz")
         try:
             header, samples, _ = read_recording(recording)
             started_at = datetime.datetime.fromisoformat(header.started_at.replace("Z", "+00:00"))
