@@ -114,7 +114,8 @@ def gpu_busy(folder: Path, runs: list[dict[str, Any]]) -> dict[str, float]:
     busy: dict[str, float] = {}
     for log in sorted(folder.glob("log-seeds*.txt")):
         recording = folder / f"monitor-seeds{log.stem.removeprefix('log-seeds')}.jsonl"
-        if not recording.exists():  # committed gzipped since 2026-12-07, to keep the tree a device call carries small
+        # committed gzipped since 2026-12-07, to keep the tree a device call carries small
+        if not recording.exists():
             recording = recording.with_name(recording.name + ".gz")
         try:
             header, samples, _ = read_recording(recording)
