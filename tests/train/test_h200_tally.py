@@ -532,7 +532,7 @@ def test_encoder_p_runs_are_the_recipes_with_r_drop_from_one_eighty_epoch_single
 
 def r_drop_runs(encoders: str) -> list[dict[str, Any]]:
     """The recipes as they now are (R-Drop on), each run's recipe and quoted accuracy, from the encoders named
-    by letter (O and P here; Q-X below)."""
+    by letter (O and P here; Q-Y below)."""
     quoted: dict[str, dict[str, float]] = {
         "O": {f: rdrop for f, (_, rdrop) in O_PAIRS.items()},
         "P": P_RECIPES,
@@ -544,6 +544,7 @@ def r_drop_runs(encoders: str) -> list[dict[str, Any]]:
         "V": V_RECIPES,
         "W": W_RECIPES,
         "X": X_RECIPES,
+        "Y": Y_RECIPES,
     }
     folders = {
         "O": ENCODER_O,
@@ -556,6 +557,7 @@ def r_drop_runs(encoders: str) -> list[dict[str, Any]]:
         "V": ENCODER_V,
         "W": ENCODER_W,
         "X": ENCODER_X,
+        "Y": ENCODER_Y,
     }
     return [
         {"recipe": result_in(folders[e], f)["recipe"], "accuracy": a}
@@ -820,6 +822,20 @@ X_RECIPES = {
     "baseline-s1": 86.35,
 }
 
+# Encoder Y (2026-12-07-h100-encoder-y): pretrained as the tally's, on a tenth H100 host; the recipes as they now
+# stand, four seeds of optimized and guide in three calls, no baseline (the session had 832 s left after the encoder).
+ENCODER_Y = "2026-12-07-h100-encoder-y"
+Y_RECIPES = {
+    "optimized-s1": 86.18,
+    "optimized-s2": 85.77,
+    "optimized-s3": 86.06,
+    "optimized-s4": 85.83,
+    "guide-s1": 86.35,
+    "guide-s2": 85.77,
+    "guide-s3": 86.35,
+    "guide-s4": 86.46,
+}
+
 # One epoch of each recipe from scratch (`capture_next.sh`'s ITEM=speed, no encoder: the speed half of issue 4's 3x
 # line only), on two H100 hosts: the first on 2026-12-06, the second on 2026-12-07 in two calls on one machine.
 SPEED_LAUNCH = "2026-12-06-h100-speed-launch"
@@ -902,10 +918,11 @@ def test_the_profiled_step_the_readmes_quote(encoder: str, step_ms: float, share
         (ENCODER_V, V_RECIPES),
         (ENCODER_W, W_RECIPES),
         (ENCODER_X, X_RECIPES),
+        (ENCODER_Y, Y_RECIPES),
     ],
 )
 def test_the_recipes_as_they_now_stand_from_one_encoder(encoder: str, recipes: dict[str, float]) -> None:
-    """Encoders R-X: R-Drop in full, pool gradients for optimized alone, the seed in the folder's name; the bf16
+    """Encoders R-Y: R-Drop in full, pool gradients for optimized alone, the seed in the folder's name; the bf16
     residual stream in optimized from W on (V's twins have their own test)."""
     profiled = "optimized-s1-profile_steps10"
     folders = [*recipes, *([profiled] if (BENCH / encoder / profiled).is_dir() else [])]
@@ -915,7 +932,7 @@ def test_the_recipes_as_they_now_stand_from_one_encoder(encoder: str, recipes: d
         expected_grads = "pool" if result["recipe"] == "optimized" else "fixed"
         assert config["graph_grads"] == expected_grads, folder
         assert config.get("bf16_residual", False) == (
-            encoder in (ENCODER_W, ENCODER_X) and result["recipe"] == "optimized"
+            encoder in (ENCODER_W, ENCODER_X, ENCODER_Y) and result["recipe"] == "optimized"
         ), folder
         assert config["seed"] == int(folder.split("-s")[1][0]), folder
     for folder, quoted in recipes.items():
@@ -925,7 +942,7 @@ def test_the_recipes_as_they_now_stand_from_one_encoder(encoder: str, recipes: d
         assert result_in(encoder, profiled)["test"] == result_in(encoder, "optimized-s1")["test"]
 
 
-def test_the_r_drop_tally_comes_from_ten_pretrainings() -> None:
+def test_the_r_drop_tally_comes_from_eleven_pretrainings() -> None:
     encoders = (
         ENCODER_O,
         ENCODER_P,
@@ -937,10 +954,11 @@ def test_the_r_drop_tally_comes_from_ten_pretrainings() -> None:
         ENCODER_V,
         ENCODER_W,
         ENCODER_X,
+        ENCODER_Y,
     )
-    assert len({tally_pretraining(e)["final_loss"] for e in encoders}) == 10
-    with_ids = (ENCODER_R, ENCODER_S, ENCODER_T, ENCODER_U, ENCODER_V, ENCODER_W, ENCODER_X)
-    assert len({(BENCH / e / "encoder.id").read_text() for e in with_ids}) == 7
+    assert len({tally_pretraining(e)["final_loss"] for e in encoders}) == 11
+    with_ids = (ENCODER_R, ENCODER_S, ENCODER_T, ENCODER_U, ENCODER_V, ENCODER_W, ENCODER_X, ENCODER_Y)
+    assert len({(BENCH / e / "encoder.id").read_text() for e in with_ids}) == 8
 
 
 def test_the_r_drop_tally_with_encoder_s() -> None:
@@ -1079,6 +1097,37 @@ def test_encoder_x_seed_pairs_the_readme_quotes() -> None:
     assert [round(p["p_value"], 2) for p in pairs] == [0.62, 0.66, 0.27, 0.39]
     assert [p["a_only"] + p["b_only"] for p in pairs[:3]] == [104, 81, 83]
     assert round(statistics.fmean(100 * p["difference"] for p in pairs[:3]), 2) == -0.23
+
+
+def test_the_r_drop_tally_with_encoder_y() -> None:
+    """The README and PENDING.md: the recipes with R-Drop over O-Y (Y has no baseline run), Y's own runs (two of four
+    optimized and three of four guide at or above 86%), and optimized as it now stands: V's bf16 twins, W's, X's and
+    Y's optimized runs."""
+    with_y = tally(r_drop_runs("OPQRSTUVWXY"))
+    assert with_y == {"optimized": (41, 86.2, 30), "guide": (26, 86.44, 24), "baseline": (6, 86.55, 6)}
+    assert round(with_y["optimized"][1] - with_y["guide"][1], 2) == -0.24
+    assert own_means_and_passes(Y_RECIPES) == {
+        "optimized": (85.96, 2),
+        "guide": (86.23, 3),
+    }
+    as_it_stands = optimized_as_it_stands(W_RECIPES, X_RECIPES, Y_RECIPES)
+    assert (len(as_it_stands), round(statistics.fmean(as_it_stands), 2)) == (16, 86.24)
+    assert sum(x >= 86 for x in as_it_stands) == 12
+
+
+def test_encoder_y_seed_pairs_the_readme_quotes() -> None:
+    """optimized against guide of its seed: -0.17 (p = 0.8), 0.00 (p = 1), -0.29 (p = 0.65), -0.63 (p = 0.27); mean
+    -0.27, inside issue 4's 0.5."""
+    from dgxperf.train.paired import compare_runs
+
+    pairs = [
+        compare_runs(BENCH / ENCODER_Y / f"optimized-s{s}", BENCH / ENCODER_Y / f"guide-s{s}")
+        for s in (1, 2, 3, 4)
+    ]
+    assert [round(100 * p["difference"], 2) for p in pairs] == [-0.17, 0.0, -0.29, -0.63]
+    assert [round(p["p_value"], 2) for p in pairs] == [0.8, 1.0, 0.65, 0.27]
+    assert [p["a_only"] + p["b_only"] for p in pairs] == [63, 88, 79, 81]
+    assert round(statistics.fmean(100 * p["difference"] for p in pairs), 2) == -0.27
 
 
 def logged_rates(folder: str, run: str) -> list[float]:
@@ -1222,6 +1271,7 @@ def test_the_profiled_bf16_residual_pair_shortens_the_dropout_residual_and_norm_
         (ENCODER_V, (1, 2), (1, 2, 3, 4, 5), (1475, 1495), (2.62, 2.83), 2.68, 0, (556, 526)),
         (ENCODER_W, (1, 2, 3), (1, 2, 3, 4), (1490, 1525), (3.24, 4.89), 4.54, 9, (328, 308)),
         (ENCODER_X, (1, 2, 3), (1, 2, 3), (1485, 1505), (2.62, 2.8), 2.63, 0, (569, 530)),
+        (ENCODER_Y, (1, 2, 3, 4), (1, 2, 3, 4), (1505, 1520), (2.75, 3.35), 2.89, 3, (524, 452)),
     ],
 )
 def test_the_speed_figures_the_readmes_quote(
@@ -1238,8 +1288,8 @@ def test_the_speed_figures_the_readmes_quote(
     2.88x on R's (two epoch pairs of nine at 3x), 2.83x on S's (one of twelve), 3.47x on T's (six of six, guide
     389-455 samples/s), 2.77x and 2.79x in the 2026-12-07 speed host's two calls (none of four, guide 499-551),
     3.37x on U's (three of three, guide 414-446), 2.68x on V's (none of six, guide 526-566), 4.54x on W's (nine of
-    nine, guide 308-466; optimized with the bf16 stream there and on X's), 2.63x on X's (none of nine, guide
-    530-572)."""
+    nine, guide 308-466; optimized with the bf16 stream there and on X's and Y's), 2.63x on X's (none of nine, guide
+    530-572), 2.89x on Y's (three of twelve, guide 452-550)."""
     optimized_rates, epoch_ratios, guide_rates = speed_figures(encoder, seeds, optimized_seeds)
     assert rates[0] < min(optimized_rates) and max(optimized_rates) < rates[1]
     assert (round(min(epoch_ratios), 2), round(max(epoch_ratios), 2)) == ratios
@@ -1247,7 +1297,7 @@ def test_the_speed_figures_the_readmes_quote(
     assert (round(statistics.median(guide_rates)), round(min(guide_rates))) == guide
 
 
-def test_six_of_the_nine_hosts_that_ran_the_recipes_as_they_stand_give_under_3x() -> None:
+def test_seven_of_the_ten_hosts_that_ran_the_recipes_as_they_stand_give_under_3x() -> None:
     """The README and PENDING.md: each H100 host's median epoch ratio with pool gradients and R-Drop in all three
     recipes (the speed host's two calls pooled, as one machine)."""
     hosts = {
@@ -1261,6 +1311,7 @@ def test_six_of_the_nine_hosts_that_ran_the_recipes_as_they_stand_give_under_3x(
         "V": speed_figures(ENCODER_V, (1, 2), (1, 2, 3, 4, 5))[1],
         "W": speed_figures(ENCODER_W, (1, 2, 3))[1],
         "X": speed_figures(ENCODER_X, (1, 2, 3), (1, 2, 3))[1],
+        "Y": speed_figures(ENCODER_Y, (1, 2, 3, 4))[1],
     }
     medians = {host: round(statistics.median(ratios), 2) for host, ratios in hosts.items()}
     assert medians == {
@@ -1273,8 +1324,9 @@ def test_six_of_the_nine_hosts_that_ran_the_recipes_as_they_stand_give_under_3x(
         "V": 2.68,
         "W": 4.54,
         "X": 2.63,
+        "Y": 2.89,
     }
-    assert sum(m < 3 for m in medians.values()) == 6
+    assert sum(m < 3 for m in medians.values()) == 7
 
 
 def test_x_host_ran_guide_fastest_of_the_encoder_hosts() -> None:
@@ -1290,6 +1342,7 @@ def test_x_host_ran_guide_fastest_of_the_encoder_hosts() -> None:
             (ENCODER_V, (1, 2)),
             (ENCODER_W, (1, 2, 3)),
             (ENCODER_X, (1, 2, 3)),
+            (ENCODER_Y, (1, 2, 3, 4)),
         )
     }
     assert max(guide_medians, key=guide_medians.__getitem__) == ENCODER_X
@@ -1301,6 +1354,23 @@ def test_x_host_ran_guide_fastest_of_the_encoder_hosts() -> None:
         if "bench launch: " in line
     ]
     assert launches == [6.007, 6.022, 5.961]
+
+
+def test_y_host_launch_reading_moved_by_two_fifths_between_calls_on_one_machine() -> None:
+    """The README: bench launch read an eager launch at 10.67 / 11.51 / 6.81 µs in Y's three calls on one machine;
+    guide-s4, the one guide run in the call with the lowest reading, ran the fastest of Y's four (median 542
+    samples/s against 507-525), one run, so not read as cause."""
+    launches = [
+        json.loads(line.split("bench launch: ", 1)[1])["eager"]["us_per_op"]
+        for call in (1, 2, 3)
+        for line in (BENCH / ENCODER_Y / f"log-table-call{call}.txt").read_text().splitlines()
+        if "bench launch: " in line
+    ]
+    assert launches == [10.67, 11.512, 6.812]
+    guide_medians = {
+        s: round(statistics.median(speed_figures(ENCODER_Y, (s,), (1,))[2])) for s in (1, 2, 3, 4)
+    }
+    assert guide_medians == {1: 520, 2: 507, 3: 525, 4: 542}
 
 
 # the same split on every host that kept its trace (the summary's elementwise_groups, from the kernels' names)
