@@ -440,12 +440,11 @@ def test_summarize_runs_reads_each_runs_gpu_busy_share_from_the_calls_recordings
     (copy / "monitor-seeds.jsonl").write_text("not json\n")
     assert module.gpu_busy(copy, runs) == {}
 
-    # a recording committed gzipped, beside its log, reads as the plain one does
-    (copy / "monitor-seeds.jsonl").unlink()
-    recorded = (folder / "monitor-seeds-call2.jsonl").read_bytes()
-    (copy / "monitor-seeds.jsonl.gz").write_bytes(gzip.compress(recorded))
-    from_gzip = module.gpu_busy(copy, runs)  # call 2's runs, as from the folder
-    assert from_gzip and from_gzip == {name: busy[name] for name in from_gzip}
+    # the folder's recordings are committed gzipped; the plain recording, as a call writes it, reads the same
+    recorded = gzip.decompress((folder / "monitor-seeds-call2.jsonl.gz").read_bytes())
+    (copy / "monitor-seeds.jsonl").write_bytes(recorded)
+    from_plain = module.gpu_busy(copy, runs)  # call 2's runs, as from the folder
+    assert from_plain and from_plain == {name: busy[name] for name in from_plain}
 
     # the log prints times of day: past midnight they belong to the monitor's next day
     started = datetime.datetime(2026, 12, 6, 23, 59, 30, tzinfo=datetime.timezone.utc)

@@ -10,6 +10,7 @@ to be such a fine-tune, so the list cannot quietly take in a variant (another ba
 from __future__ import annotations
 
 import functools
+import gzip
 import json
 import statistics
 from pathlib import Path
@@ -1143,7 +1144,8 @@ def recording_window(call: int, start: str, end: str) -> list[dict[str, Any]]:
         moment = datetime.datetime.fromisoformat(f"2026-12-07T{clock}+00:00")
         return moment.timestamp()
 
-    lines = (BENCH / ENCODER_W / f"monitor-seeds-call{call}.jsonl").read_text().splitlines()[1:]
+    recording = BENCH / ENCODER_W / f"monitor-seeds-call{call}.jsonl.gz"
+    lines = gzip.decompress(recording.read_bytes()).decode().splitlines()[1:]
     return [r for r in map(json.loads, lines) if at(start) <= r["t"] <= at(end)]
 
 
