@@ -1331,6 +1331,16 @@ def test_seven_of_the_ten_hosts_that_ran_the_recipes_as_they_stand_give_under_3x
     assert sum(m < 3 for m in medians.values()) == 7
 
 
+def eager_launch_readings(encoder: str, calls: int) -> list[float]:
+    """What `bench launch` read for one eager launch (µs) at the head of each call's log-table-callN.txt."""
+    return [
+        json.loads(line.split("bench launch: ", 1)[1])["eager"]["us_per_op"]
+        for call in range(1, calls + 1)
+        for line in (BENCH / encoder / f"log-table-call{call}.txt").read_text().splitlines()
+        if "bench launch: " in line
+    ]
+
+
 def test_x_host_ran_guide_fastest_of_the_encoder_hosts() -> None:
     """The README: X's host ran guide at a median 569 samples/s, above every other encoder host's (hence the
     lowest median ratio, in the test above); its eager launch cost ~6 µs in each of the three calls."""
@@ -1349,12 +1359,7 @@ def test_x_host_ran_guide_fastest_of_the_encoder_hosts() -> None:
     }
     assert max(guide_medians, key=guide_medians.__getitem__) == ENCODER_X
     assert round(guide_medians[ENCODER_X]) == 569 and round(guide_medians[ENCODER_V]) == 556
-    launches = [
-        json.loads(line.split("bench launch: ", 1)[1])["eager"]["us_per_op"]
-        for call in (1, 2, 3)
-        for line in (BENCH / ENCODER_X / f"log-table-call{call}.txt").read_text().splitlines()
-        if "bench launch: " in line
-    ]
+    launches = eager_launch_readings(ENCODER_X, calls=3)
     assert launches == [6.007, 6.022, 5.961]
 
 
@@ -1362,12 +1367,7 @@ def test_y_host_launch_reading_moved_by_two_fifths_between_calls_on_one_machine(
     """The README: bench launch read an eager launch at 10.67 / 11.51 / 6.81 µs in Y's three calls on one machine;
     guide-s4, the one guide run in the call with the lowest reading, ran the fastest of Y's four (median 542
     samples/s against 507-525), one run, so not read as cause."""
-    launches = [
-        json.loads(line.split("bench launch: ", 1)[1])["eager"]["us_per_op"]
-        for call in (1, 2, 3)
-        for line in (BENCH / ENCODER_Y / f"log-table-call{call}.txt").read_text().splitlines()
-        if "bench launch: " in line
-    ]
+    launches = eager_launch_readings(ENCODER_Y, calls=3)
     assert launches == [10.67, 11.512, 6.812]
     guide_medians = {
         s: round(statistics.median(speed_figures(ENCODER_Y, (s,), (1,))[2])) for s in (1, 2, 3, 4)
