@@ -584,3 +584,96 @@ def test_capture_next_ends_every_item_with_runs_by_call_s(tmp_path: Path, item: 
         assert refused.returncode == 2
         assert refused.stderr.strip() == f"CALL_S={bad}: expected whole seconds, 60 or more"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bin"]
+
+
+def collect_calls(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """scripts/h200/collect_calls.py run as a user runs it."""
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "scripts/h200/collect_calls.py", *map(str, args)], capture_output=True, text=True,
+        cwd=ROOT, timeout=120,
+    )  # fmt: skip
+
+
+def device_calls_of_encoder_y(where: Path) -> list[Path]:
+    """Y's three calls as they came back from the device: each call's $OUT with its plain logs and recording,
+    and a seeds.tgz of /tmp/ft as it stood after the call (runs with their tokenizer and stderr, the machine's
+    dgxperf home), rebuilt from the committed folder."""
+    import gzip
+    import tarfile
+
+    folder = ROOT / "docs" / "benchmarks" / "2026-12-07-h100-encoder-y"
+    finished = [("optimized-s1",), ("guide-s1", "optimized-s2", "guide-s2", "optimized-s3", "guide-s3"),
+                ("optimized-s4", "guide-s4")]  # fmt: skip
+    ft = where / "ft"
+    (ft / "home" / "cache").mkdir(parents=True)
+    (ft / "home" / "runs.sqlite").write_text("")
+    for name in ("durations", "encoder.id"):
+        shutil.copyfile(folder / name, ft / name)
+    calls = []
+    for number, runs in enumerate(finished, start=1):
+        call = where / f"call{number}"
+        call.mkdir()
+        for name in (f"log-call{number}.txt", *(("card.txt", "pretrain.json") if number == 1 else ())):
+            shutil.copyfile(folder / name, call / name)
+        for stem in ("log-seeds", "log-table"):
+            shutil.copyfile(folder / f"{stem}-call{number}.txt", call / f"{stem}.txt")
+        recording = gzip.decompress((folder / f"monitor-seeds-call{number}.jsonl.gz").read_bytes())
+        (call / "monitor-seeds.jsonl").write_bytes(recording)
+        for run in runs:
+            shutil.copytree(folder / run, ft / run)
+            (ft / run / "tokenizer.json").write_text("{}")
+            (ft / f"{run}.err").write_text("")
+            (ft / f"{run}.json").write_text("{}")
+        with tarfile.open(call / "seeds.tgz", "w:gz") as archive:
+            archive.add(ft, arcname="ft")
+        calls.append(call)
+    return calls
+
+
+def test_collect_calls_lays_out_a_docs_folder_as_the_committed_ones(tmp_path: Path) -> None:
+    """Y's three calls, gathered, give the committed folder file for file (less its README and curves): logs and
+    recordings named by call, recordings gzipped, each run's four files, nothing of the machine's home, the
+    tokenizers or stderr; and summarize_runs.py reads the result."""
+    import gzip
+
+    committed = ROOT / "docs" / "benchmarks" / "2026-12-07-h100-encoder-y"
+    calls = device_calls_of_encoder_y(tmp_path / "device")
+    dest = tmp_path / "docs" / "2026-12-07-h100-encoder-y"
+    done = collect_calls(dest, *calls)
+    assert done.returncode == 0, done.stderr
+    assert "8 run(s) from 3 call(s)" in done.stdout
+
+    def files(folder: Path) -> set[str]:
+        return {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
+
+    assert files(dest) == files(committed) - {"README.md", "curves.png"}
+    for name in files(dest):
+        ours, theirs = (dest / name).read_bytes(), (committed / name).read_bytes()
+        if name.endswith(".gz"):
+            ours, theirs = gzip.decompress(ours), gzip.decompress(theirs)
+        assert ours == theirs, name
+    assert all((dest / name).stat().st_mode & 0o777 == 0o644 for name in files(dest))
+    summary = summarize_runs(dest)
+    assert summary.returncode == 0 and "GPU busy 86%" in summary.stdout
+
+
+def test_collect_calls_refuses_bad_input_with_one_line(tmp_path: Path) -> None:
+    calls = device_calls_of_encoder_y(tmp_path / "device")
+    taken = tmp_path / "taken"
+    (taken / "x").mkdir(parents=True)
+    for args, message in (
+        ((taken, *calls), "exists and is not an empty folder"),
+        ((tmp_path / "new", tmp_path / "nope"), "no such call folder"),
+        ((tmp_path / "new", tmp_path / "device" / "ft"), "no call folder holds a seeds.tgz"),
+    ):
+        refused = collect_calls(*args)
+        assert refused.returncode == 2 and message in refused.stderr, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "seeds.tgz").write_text("not a tarball")
+    refused = collect_calls(tmp_path / "new", broken)
+    assert refused.returncode == 2 and "not a readable tarball" in refused.stderr
+    assert not (tmp_path / "new").exists()
