@@ -22,7 +22,13 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-RUN_FILES = ("result.json", "metrics.jsonl", "test_predictions.json", "dev_predictions.json", "profile/trace.json.gz")
+RUN_FILES = (
+    "result.json",
+    "metrics.jsonl",
+    "test_predictions.json",
+    "dev_predictions.json",
+    "profile/trace.json.gz",
+)
 TOP_FILES = ("durations", "encoder.id")
 
 
