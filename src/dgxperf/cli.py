@@ -1061,7 +1061,7 @@ def validate(
             runner = Runner.resume(out_dir)
         else:
             plan = choose_plan(
-                gpu_count=gpu_count(), quick=quick, gpus=gpus, preset=preset, epochs=epochs,
+                gpu_count=gpu_count, quick=quick, gpus=gpus, preset=preset, epochs=epochs,
                 train_samples=train_samples, ablation_steps=ablation_steps, data_dir=data_dir,
                 skip=skip or [], pretrain_epochs=pretrain_epochs, init_from=init_from,
             )  # fmt: skip

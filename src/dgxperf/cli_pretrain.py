@@ -154,7 +154,8 @@ def pretrain(
         err_console.print(f"[bold red]pretraining stopped:[/] {exc}", highlight=False)
         raise typer.Exit(EXIT_FAILURE) from None
     except KeyboardInterrupt:
-        from dgxperf.train.pretrain import CHECKPOINT_FILE, EPOCHS_LOG
+        from dgxperf.train.artifacts import CHECKPOINT_FILE
+        from dgxperf.train.pretrain import EPOCHS_LOG
 
         if (out_dir / CHECKPOINT_FILE).is_file():
             err_console.print(

@@ -65,6 +65,21 @@ def test_plan_errors(overrides: dict[str, Any], message: str) -> None:
         plan(**overrides)
 
 
+def test_the_gpus_are_counted_only_after_the_options_that_need_no_count() -> None:
+    """Counting imports PyTorch (seconds): a bad --skip or encoder option is refused before it; a good plan counts."""
+    counted: list[int] = []
+
+    def count() -> int:
+        counted.append(1)
+        return 1
+
+    for bad in ({"skip": ["nap"]}, {"pretrain_epochs": 2, "init_from": Path("/tmp")}):
+        with pytest.raises(ValidateError):
+            plan(gpu_count=count, **bad)
+    assert counted == []
+    assert plan(gpu_count=count).mode == "full" and counted == [1]
+
+
 def test_plan_round_trips_through_json() -> None:
     original = plan(gpu_count=0, skip=["ablation"], data_dir=Path("/data"))
     assert ValidatePlan.from_json(json.loads(json.dumps(original.to_json()))) == original

@@ -34,8 +34,8 @@ from typing import Any
 from dgxperf import __version__
 from dgxperf.atomic import atomic_write
 from dgxperf.report.rates import RECIPES, is_reference
+from dgxperf.train.artifacts import CHECKPOINT_FILE, ENCODER_FILE, TOKENIZER_FILE
 from dgxperf.train.paired import PredictionsError, compare_runs
-from dgxperf.train.pretrain import CHECKPOINT_FILE, ENCODER_FILE, TOKENIZER_FILE
 
 VALIDATE_SCHEMA = "dgxperf.validate/1"
 # The order the train phase runs them in: the comparison issue 4 is about (optimized vs guide) first, and
@@ -211,7 +211,7 @@ ENCODER_FILES = (ENCODER_FILE, TOKENIZER_FILE)  # what a `dgxperf pretrain` fold
 
 def choose_plan(
     *,
-    gpu_count: int,
+    gpu_count: int | Callable[[], int],
     quick: bool,
     gpus: int,
     preset: str | None,
@@ -228,6 +228,9 @@ def choose_plan(
     if unknown:
         raise ValidateError(f"--skip {', '.join(unknown)}: choose from {', '.join(sorted(known))}")
     encoder = _check_encoder_options(pretrain_epochs, init_from, skip)
+    # counting GPUs imports PyTorch (seconds): only once the options that need no count have passed
+    if callable(gpu_count):
+        gpu_count = gpu_count()
     data_args = ("--data-dir", str(data_dir)) if data_dir is not None else ()
     if gpu_count == 0 or quick:
         reason = (
@@ -299,10 +302,10 @@ def _check_encoder_options(
 
 def _fits_encoder(plan: ValidatePlan) -> ValidatePlan:
     """An --init-from encoder of another preset would fail every run at load: say so before any runs."""
-    from dgxperf.train.model import PRESETS
-
     if plan.init_from is None:
         return plan
+    from dgxperf.train.model import PRESETS
+
     try:
         model = json.loads((Path(plan.init_from) / "pretrain.json").read_text()).get("model") or {}
     except (OSError, json.JSONDecodeError, AttributeError):

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from dgxperf.atomic import atomic_write
-from dgxperf.train.metrics import paired_comparison
 
 PREDICTIONS_SCHEMA = "dgxperf.train.predictions/1"
 PREDICTIONS_FILE = "test_predictions.json"
@@ -110,6 +109,9 @@ def compare_predictions(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str,
         raise PredictionsError(
             "the runs' test examples differ (other labels, or another subset): their answers cannot be paired"
         )
+    # here, not at the top: train.metrics imports PyTorch, which `validate` spares its option checks
+    from dgxperf.train.metrics import paired_comparison
+
     return paired_comparison(a["predictions"], b["predictions"], a["gold"])
 
 

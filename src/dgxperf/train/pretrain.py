@@ -42,14 +42,12 @@ from typing import Any
 from dgxperf import __version__
 from dgxperf.atomic import atomic_write
 from dgxperf.train import checkpoint, parallel
+from dgxperf.train.artifacts import CHECKPOINT_FILE, ENCODER_FILE, TOKENIZER_FILE
 from dgxperf.train.recipes import TrainConfig
 
 PRETRAIN_SCHEMA = "dgxperf.pretrain/1"
 ENCODER_SCHEMA = "dgxperf.encoder/1"
-ENCODER_FILE = "encoder.pt"
-TOKENIZER_FILE = "tokenizer.json"
 RESULT_FILE = "pretrain.json"
-CHECKPOINT_FILE = "checkpoint.pt"
 # One line per finished epoch, as its record ends: a run cut before pretrain.json still shows its losses
 # and probes (a lent GPU machine's call ends at its time limit, not when the run does).
 EPOCHS_LOG = "epochs.jsonl"
