@@ -309,9 +309,13 @@ def bench_gemm(
     from dgxperf.bench.suite import BenchReport
     from dgxperf.hw.nvml import GpuSensor
 
+    try:  # what needs no device first: opening one imports PyTorch (seconds before a usage error)
+        shapes = [gemm.parse_shape(s) for s in shape] if shape else gemm.default_shapes(quick)
+        gemm.check_dtype_names(dtype or [])
+    except BenchError as exc:
+        usage_error(str(exc))
     dev = _bench_device(device, gpu)
     try:
-        shapes = [gemm.parse_shape(s) for s in shape] if shape else gemm.default_shapes(quick)
         dtypes = list(dtype) if dtype else [d for d in gemm.DTYPES if d != "fp8" or gemm.fp8_supported(dev)]
         gemm.check_dtypes(dtypes, dev)
     except BenchError as exc:
@@ -350,11 +354,11 @@ def bench_memory(
     from dgxperf.bench.base import BenchError, parse_size
     from dgxperf.bench.suite import BenchReport
 
-    dev = _bench_device(device, gpu)
-    try:
+    try:  # before the device, which imports PyTorch
         size_bytes = memory.QUICK_BYTES if quick else parse_size(size)
     except BenchError as exc:
         usage_error(str(exc))
+    dev = _bench_device(device, gpu)
     measurements = _run_bench(
         json_out, "memory", lambda p: memory.run(dev, size_bytes, batches=batches, progress=p)
     )
@@ -379,11 +383,11 @@ def bench_pcie(
     from dgxperf.bench.suite import BenchReport
     from dgxperf.hw.nvml import read_pcie_link
 
-    dev = _bench_device("cuda", gpu)
-    try:
+    try:  # before the device, which imports PyTorch
         sizes = [parse_size(s) for s in size] if size else list(pcie.QUICK_SIZES if quick else pcie.SIZES)
     except BenchError as exc:
         usage_error(str(exc))
+    dev = _bench_device("cuda", gpu)
     link = read_pcie_link(gpu)
     measurements = _run_bench(
         json_out, "pcie", lambda p: pcie.run(dev, sizes, link, batches=batches, progress=p)

@@ -82,10 +82,14 @@ def fp8_supported(device: Device) -> bool:
     return bool(device.cuda and cc is not None and cc >= (8, 9) and hasattr(torch, "_scaled_mm"))
 
 
-def check_dtypes(dtypes: Sequence[str], device: Device) -> None:
+def check_dtype_names(dtypes: Sequence[str]) -> None:
     unknown = [d for d in dtypes if d not in DTYPES]
     if unknown:
         raise BenchError(f"unknown dtype {', '.join(unknown)}; choose from {', '.join(DTYPES)}")
+
+
+def check_dtypes(dtypes: Sequence[str], device: Device) -> None:
+    check_dtype_names(dtypes)
     if "fp8" in dtypes and not fp8_supported(device):
         cc = device.compute_capability
         where = f"compute capability {cc[0]}.{cc[1]}" if cc else "the CPU"
