@@ -601,10 +601,6 @@ def train(
 
     from dgxperf.store import default_store_path
     from dgxperf.train import recipes
-    from dgxperf.train.data import DataError
-    from dgxperf.train.launch import LaunchError, launch
-    from dgxperf.train.loop import RunOptions, TrainError
-    from dgxperf.train.loop import train as run_training
 
     if diff_recipes:
         if len(diff_recipes) != 2:
@@ -671,6 +667,12 @@ def train(
     if resume and not (out_dir / "checkpoints").exists():
         usage_error(f"--resume: no checkpoints in {out_dir} (give the run's folder with --out)")
     make_out_dir(out_dir)
+    # only now: the training modules import PyTorch, seconds that a usage error above need not wait
+    from dgxperf.train.data import DataError
+    from dgxperf.train.launch import LaunchError, launch
+    from dgxperf.train.loop import RunOptions, TrainError
+    from dgxperf.train.loop import train as run_training
+
     cache_dir = home / "cache"
     ceiling = _measured_gemm_ceiling() if device == "cuda" else None
     display = _TrainDisplay(json_out)
