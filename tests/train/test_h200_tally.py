@@ -1072,15 +1072,18 @@ def test_the_r_drop_tally_with_encoder_w() -> None:
     assert sum(x >= 86 for x in as_it_stands) == 7
 
 
+def optimized_against_guide(encoder: str, seeds: tuple[int, ...]) -> list[dict[str, Any]]:
+    """Each optimized run's test answers paired with guide's of its seed (`compare_runs`: difference, McNemar p and
+    the discordant reviews)."""
+    from dgxperf.train.paired import compare_runs
+
+    return [compare_runs(BENCH / encoder / f"optimized-s{s}", BENCH / encoder / f"guide-s{s}") for s in seeds]
+
+
 def test_encoder_w_seed_pairs_the_readme_quotes() -> None:
     """optimized against guide of its seed: -0.06 (p = 1), +0.06 (p = 1), -1.27 (p = 0.015, 76 discordant);
     mean -0.42, inside issue 4's 0.5."""
-    from dgxperf.train.paired import compare_runs
-
-    pairs = [
-        compare_runs(BENCH / ENCODER_W / f"optimized-s{s}", BENCH / ENCODER_W / f"guide-s{s}")
-        for s in (1, 2, 3)
-    ]
+    pairs = optimized_against_guide(ENCODER_W, (1, 2, 3))
     assert [round(100 * p["difference"], 2) for p in pairs] == [-0.06, 0.06, -1.27]
     assert [round(p["p_value"], 3) for p in pairs] == [1.0, 1.0, 0.015]
     assert pairs[2]["a_only"] + pairs[2]["b_only"] == 76
@@ -1137,12 +1140,7 @@ def test_the_r_drop_tally_with_encoder_y() -> None:
 def test_encoder_y_seed_pairs_the_readme_quotes() -> None:
     """optimized against guide of its seed: -0.17 (p = 0.8), 0.00 (p = 1), -0.29 (p = 0.65), -0.63 (p = 0.27); mean
     -0.27, inside issue 4's 0.5."""
-    from dgxperf.train.paired import compare_runs
-
-    pairs = [
-        compare_runs(BENCH / ENCODER_Y / f"optimized-s{s}", BENCH / ENCODER_Y / f"guide-s{s}")
-        for s in (1, 2, 3, 4)
-    ]
+    pairs = optimized_against_guide(ENCODER_Y, (1, 2, 3, 4))
     assert [round(100 * p["difference"], 2) for p in pairs] == [-0.17, 0.0, -0.29, -0.63]
     assert [round(p["p_value"], 2) for p in pairs] == [0.8, 1.0, 0.65, 0.27]
     assert [p["a_only"] + p["b_only"] for p in pairs] == [63, 88, 79, 81]
@@ -1168,12 +1166,7 @@ def test_the_r_drop_tally_with_encoder_z() -> None:
 def test_encoder_z_seed_pairs_the_readme_quotes() -> None:
     """optimized against guide of its seed: -0.58 (p = 0.37), -0.12 (p = 0.91), -0.92 (p = 0.11), -1.27 (p = 0.01);
     every pair below guide, mean -0.72: from this one encoder outside issue 4's 0.5."""
-    from dgxperf.train.paired import compare_runs
-
-    pairs = [
-        compare_runs(BENCH / ENCODER_Z / f"optimized-s{s}", BENCH / ENCODER_Z / f"guide-s{s}")
-        for s in (1, 2, 3, 4)
-    ]
+    pairs = optimized_against_guide(ENCODER_Z, (1, 2, 3, 4))
     assert [round(100 * p["difference"], 2) for p in pairs] == [-0.58, -0.12, -0.92, -1.27]
     assert [round(p["p_value"], 2) for p in pairs] == [0.37, 0.91, 0.11, 0.01]
     assert [p["a_only"] + p["b_only"] for p in pairs] == [100, 84, 86, 68]
