@@ -2,9 +2,11 @@
 # The next device call, whichever card comes (docs/benchmarks/PENDING.md's rule; calls naming nvidia-h200
 # were given an H100 seven sessions running by 2026-12-06). The table (PENDING item 1): one 80-epoch masked-LM
 # encoder, the three recipes with seed 1, then more seeds while time is left. On an H200 that is issue 4's
-# table. On any other card, from such an encoder (in /tmp/dgxperf-pretrain-large), PENDING item 2: the same runs,
-# for the tally of optimized as it stands since it took bf16_residual (2026-12-07), and the host's ratio. Before
-# that change, on 2026-12-07, it ran the bf16_residual pairs (docs/benchmarks/2026-12-07-h100-bf16-residual/).
+# table. On any other card, from such an encoder (in /tmp/dgxperf-pretrain-large), PENDING item 3: where optimized's
+# 0.4 points under guide come from (15 of 19 seed pairs below it by 2026-12-07), each seed's optimized and guide
+# beside two variants of optimized, its lr scaled by the square root of the batch (free in speed) and guide's batch
+# of 64 with its lr (twice the steps). Before, from the bf16_residual pairs (2026-12-07-h100-bf16-residual/) to
+# encoder AA (2026-12-07-h100-encoder-aa/), it ran the table's runs for the tally (item 2).
 # ITEM=base runs the table's runs at preset base (12 x 768; done on an H100 on 2026-12-06,
 # docs/benchmarks/2026-12-06-h100-base-preset/), its encoder in /tmp/dgxperf-pretrain-base.
 # ITEM=speed, for a call with too little device time for the encoder: bench launch, then the three recipes one
@@ -33,7 +35,7 @@ here="$(dirname "${BASH_SOURCE[0]}")"
 card="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)"
 item="${ITEM:-table}"
 # H200_ITEM replaces ITEM when the card is an H200: H200_ITEM=speed for a session whose device time left would give
-# an H200 the encoder but not guide:1 after it (under ~900 s; the speed half of the 3x line instead), item 2 on any
+# an H200 the encoder but not guide:1 after it (under ~900 s; the speed half of the 3x line instead), item 3 on any
 # other card.
 [[ "$card" == *H200* && -n "${H200_ITEM:-}" ]] && item="$H200_ITEM"
 stop_if_plan() { [[ -z "${PLAN:-}" ]] || exit 0; }
@@ -54,10 +56,15 @@ if [[ "$item" == table || "$item" == base ]]; then
     echo "== ${card}: the table (PENDING item 1)"
     preset=large keep=/tmp/dgxperf-pretrain-h200
   else
-    echo "== ${card:-no GPU named}: the table's runs, for the tally and the host's ratio (PENDING item 2)"
+    echo "== ${card:-no GPU named}: where optimized's gap to guide comes from (PENDING item 3): its lr and its batch"
     preset=large keep=/tmp/dgxperf-pretrain-large
+    runs=""
+    for seed in 1 2 3 4; do
+      runs+=" optimized:$seed guide:$seed optimized:$seed:lr_scaling=sqrt optimized:$seed:batch_size=64"
+    done
+    runs="${runs# }"
   fi
-  if [[ "$item" == table ]]; then
+  if [[ "$item" == table && "$card" == *H200* ]]; then
     # The recipes as they now stand (R-Drop in all three, optimized's gradients in the graphs' pool), seed by
     # seed from one encoder; baseline (~470 s with R-Drop on an H100) starts only in a call with room for it,
     # the runs after it go on meanwhile. Last, one profiled optimized run: its step's kernel time by class.
@@ -82,6 +89,7 @@ if [[ "$item" == table || "$item" == base ]]; then
   # ~1.8x the time). EXPECT: a kind's wall seconds before this machine has timed one, so no run is started that
   # the call's end would cut (H100 figures with start-up, 2026-12-06-h100-rdrop-recipes' durations)
   expect="baseline@470 guide@125 optimized@90 optimized:profile_steps=10@100"
+  expect+=" optimized:lr_scaling=sqrt@90 optimized:batch_size=64@120"  # item 3's, before this machine times them
   OUT=$OUT KEEP_DONE=yes RUN_LIMIT_S=560 RUNS="$runs" ENCODER="$keep/$preset" SET="preset=$preset" EXPECT="$expect" \
     END_S=$((call_s - SECONDS)) STOP_AFTER_S=$((call_s - 90 - SECONDS)) bash "$here/capture_seeds.sh"
 elif [[ "$item" == speed ]]; then
