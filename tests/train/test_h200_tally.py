@@ -536,40 +536,25 @@ def test_encoder_p_runs_are_the_recipes_with_r_drop_from_one_eighty_epoch_single
 def r_drop_runs(encoders: Iterable[str]) -> list[dict[str, Any]]:
     """The recipes as they now are (R-Drop on), each run's recipe and quoted accuracy, from the encoders named
     by letter (O and P here; Q-Z and AA below): a string of one-letter names, or a list when AA is among them."""
-    quoted: dict[str, dict[str, float]] = {
-        "O": {f: rdrop for f, (_, rdrop) in O_PAIRS.items()},
-        "P": P_RECIPES,
-        "Q": Q_RECIPES,
-        "R": R_RECIPES,
-        "S": S_RECIPES,
-        "T": T_RECIPES,
-        "U": U_RECIPES,
-        "V": V_RECIPES,
-        "W": W_RECIPES,
-        "X": X_RECIPES,
-        "Y": Y_RECIPES,
-        "Z": Z_RECIPES,
-        "AA": AA_RECIPES,
-    }
-    folders = {
-        "O": ENCODER_O,
-        "P": ENCODER_P,
-        "Q": ENCODER_Q,
-        "R": ENCODER_R,
-        "S": ENCODER_S,
-        "T": ENCODER_T,
-        "U": ENCODER_U,
-        "V": ENCODER_V,
-        "W": ENCODER_W,
-        "X": ENCODER_X,
-        "Y": ENCODER_Y,
-        "Z": ENCODER_Z,
-        "AA": ENCODER_AA,
+    by_letter: dict[str, tuple[str, dict[str, float]]] = {
+        "O": (ENCODER_O, {f: rdrop for f, (_, rdrop) in O_PAIRS.items()}),
+        "P": (ENCODER_P, P_RECIPES),
+        "Q": (ENCODER_Q, Q_RECIPES),
+        "R": (ENCODER_R, R_RECIPES),
+        "S": (ENCODER_S, S_RECIPES),
+        "T": (ENCODER_T, T_RECIPES),
+        "U": (ENCODER_U, U_RECIPES),
+        "V": (ENCODER_V, V_RECIPES),
+        "W": (ENCODER_W, W_RECIPES),
+        "X": (ENCODER_X, X_RECIPES),
+        "Y": (ENCODER_Y, Y_RECIPES),
+        "Z": (ENCODER_Z, Z_RECIPES),
+        "AA": (ENCODER_AA, AA_RECIPES),
     }
     return [
-        {"recipe": result_in(folders[e], f)["recipe"], "accuracy": a}
-        for e in encoders
-        for f, a in quoted[e].items()
+        {"recipe": result_in(folder, f)["recipe"], "accuracy": a}
+        for folder, quoted in (by_letter[e] for e in encoders)
+        for f, a in quoted.items()
     ]
 
 
