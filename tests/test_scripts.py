@@ -175,7 +175,8 @@ def test_summarize_runs_pairs_each_variant_with_its_nearest_reference() -> None:
 
     # speed against guide: the guide run of the same seed and variant (both averaged), else guide's own recipe
     def timed(recipe: str, rates: list[int], **variant: object) -> dict[str, object]:
-        return {"recipe": recipe, "seed": 2, "encoder": "e", "variant": variant, "samples_per_s": rates}
+        return {"recipe": recipe, "seed": 2, "encoder": "e", "variant": variant, "samples_per_s": rates,
+                "exact_samples_per_s": rates}  # fmt: skip
 
     plain_guide, averaged_guide = timed("guide", [100, 100]), timed("guide", [50, 50], ema_decay=0.99)
     timed_runs = [plain_guide, averaged_guide]
@@ -601,16 +602,14 @@ def collect_calls(*args: str | Path) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def device_calls_of_encoder_y(where: Path) -> list[Path]:
-    """Y's three calls as they came back from the device: each call's $OUT with its plain logs and recording,
-    and a seeds.tgz of /tmp/ft as it stood after the call (runs with their tokenizer and stderr, the machine's
-    dgxperf home), rebuilt from the committed folder."""
+def device_calls_of(folder_name: str, finished: list[tuple[str, ...]], where: Path) -> list[Path]:
+    """A committed folder's calls as they came back from the device: each call's $OUT with its plain logs and
+    recording, and a seeds.tgz of /tmp/ft as it stood after the call (runs with their tokenizer and stderr, the
+    machine's dgxperf home), rebuilt from the folder; `finished` names the runs each call finished."""
     import gzip
     import tarfile
 
-    folder = ROOT / "docs" / "benchmarks" / "2026-12-07-h100-encoder-y"
-    finished = [("optimized-s1",), ("guide-s1", "optimized-s2", "guide-s2", "optimized-s3", "guide-s3"),
-                ("optimized-s4", "guide-s4")]  # fmt: skip
+    folder = ROOT / "docs" / "benchmarks" / folder_name
     ft = where / "ft"
     (ft / "home" / "cache").mkdir(parents=True)
     (ft / "home" / "runs.sqlite").write_text("")
@@ -621,9 +620,11 @@ def device_calls_of_encoder_y(where: Path) -> list[Path]:
         call = where / f"call{number}"
         call.mkdir()
         for name in (f"log-call{number}.txt", *(("card.txt", "pretrain.json") if number == 1 else ())):
-            shutil.copyfile(folder / name, call / name)
-        for stem in ("log-seeds", "log-table"):
-            shutil.copyfile(folder / f"{stem}-call{number}.txt", call / f"{stem}.txt")
+            if (folder / name).is_file():
+                shutil.copyfile(folder / name, call / name)
+        for stem in ("log-host", "log-seeds", "log-table"):
+            if (folder / f"{stem}-call{number}.txt").is_file():
+                shutil.copyfile(folder / f"{stem}-call{number}.txt", call / f"{stem}.txt")
         recording = gzip.decompress((folder / f"monitor-seeds-call{number}.jsonl.gz").read_bytes())
         (call / "monitor-seeds.jsonl").write_bytes(recording)
         for run in runs:
@@ -635,6 +636,13 @@ def device_calls_of_encoder_y(where: Path) -> list[Path]:
             archive.add(ft, arcname="ft")
         calls.append(call)
     return calls
+
+
+def device_calls_of_encoder_y(where: Path) -> list[Path]:
+    """Y's three calls (the table's logs, an encoder pretrained in the first)."""
+    finished = [("optimized-s1",), ("guide-s1", "optimized-s2", "guide-s2", "optimized-s3", "guide-s3"),
+                ("optimized-s4", "guide-s4")]  # fmt: skip
+    return device_calls_of("2026-12-07-h100-encoder-y", finished, where)
 
 
 def test_collect_calls_lays_out_a_docs_folder_as_the_committed_ones(tmp_path: Path) -> None:
@@ -664,6 +672,25 @@ def test_collect_calls_lays_out_a_docs_folder_as_the_committed_ones(tmp_path: Pa
     assert summary.returncode == 0 and "GPU busy 86%" in summary.stdout
 
 
+def test_collect_calls_keeps_the_speed_items_host_log(tmp_path: Path) -> None:
+    """The 2026-12-07 item-3 speed call (ITEM=speed, no encoder): its log-host.txt, the host and `bench launch`
+    header, comes back as log-host-call1.txt, so summarize_runs.py prints what a launch cost that host."""
+    name = "2026-12-07-h100-item3-speed"
+    runs = ("optimized-s1", "optimized-s1-batch_size64", "optimized-s1-lr_scalingsqrt", "guide-s1",
+            "optimized-s2", "optimized-s2-batch_size64", "optimized-s2-lr_scalingsqrt")  # fmt: skip
+    calls = device_calls_of(name, [runs], tmp_path / "device")
+    dest = tmp_path / "docs" / name
+    done = collect_calls(dest, *calls)
+    assert done.returncode == 0, done.stderr
+    assert "7 run(s) from 1 call(s)" in done.stdout
+    assert (dest / "log-host-call1.txt").read_bytes() == (calls[0] / "log-host.txt").read_bytes()
+    summary = summarize_runs(dest)
+    assert (
+        summary.returncode == 0
+        and "host: one eager launch 11.46 µs (median of 1 reading(s))" in summary.stdout
+    )
+
+
 def test_collect_calls_refuses_bad_input_with_one_line(tmp_path: Path) -> None:
     calls = device_calls_of_encoder_y(tmp_path / "device")
     taken = tmp_path / "taken"
@@ -682,3 +709,11 @@ def test_collect_calls_refuses_bad_input_with_one_line(tmp_path: Path) -> None:
     refused = collect_calls(tmp_path / "new", broken)
     assert refused.returncode == 2 and "not a readable tarball" in refused.stderr
     assert not (tmp_path / "new").exists()
+
+
+def test_summarize_runs_takes_speed_ratios_from_unrounded_rates() -> None:
+    """The 2026-12-07 item-3 speed call: optimized-s1 ran 1,531.6 samples/s to guide-s1's 511.5, 2.99x; the rounded
+    rates (1,532 over 511) would read 3.00x, on issue 4's line."""
+    table = summarize_runs(ROOT / "docs" / "benchmarks" / "2026-12-07-h100-item3-speed", "--table").stdout
+    row = next(line for line in table.splitlines() if line.startswith("| `optimized-s1` |"))
+    assert row.split(" | ")[2:4] == ["1,532", "2.99"]

@@ -3,12 +3,13 @@ layout the committed folders share, so that summarize_runs.py and the tally test
 
     python3 scripts/h200/collect_calls.py docs/benchmarks/DATE-CARD-WHAT/ CALL1_DIR CALL2_DIR ...
 
-Each CALL_DIR is one call's copy of $OUT (card.txt, log-callN.txt, log-seeds.txt, log-table.txt,
+Each CALL_DIR is one call's copy of $OUT (card.txt, log-callN.txt, log-host.txt, log-seeds.txt, log-table.txt,
 monitor-seeds.jsonl, pretrain.json, seeds.tgz), given in the order the calls ran. Per call N its logs become
-log-seeds-callN.txt and log-table-callN.txt and its NVML recording monitor-seeds-callN.jsonl.gz (gzipped, to keep
-the tree a device call carries small). Every call's seeds.tgz is unpacked in order, so a later call's copy of a run
-replaces an earlier one's; of each run's folder only what the docs keep is copied (result, metrics, the test and dev
-answers, a profiled run's trace), and nothing of the machine's dgxperf home, tokenizers or stderr files.
+log-host-callN.txt, log-seeds-callN.txt and log-table-callN.txt and its NVML recording monitor-seeds-callN.jsonl.gz
+(gzipped, to keep the tree a device call carries small). Every call's seeds.tgz is unpacked in order, so a later
+call's copy of a run replaces an earlier one's; of each run's folder only what the docs keep is copied (result,
+metrics, the test and dev answers, a profiled run's trace), and nothing of the machine's dgxperf home, tokenizers or
+stderr files.
 The destination must not exist or be empty. Errors print one line and exit 2.
 """
 
@@ -71,7 +72,8 @@ def copy_call_files(calls: list[Path], dest: Path) -> None:
     for number, call in enumerate(calls, start=1):
         for log in sorted(call.glob("log-call*.txt")):
             shutil.copyfile(log, dest / log.name)
-        for stem in ("log-seeds", "log-table"):
+        # log-host.txt: the speed item's host and `bench launch` header, which summarize_runs.py reads
+        for stem in ("log-host", "log-seeds", "log-table"):
             if (call / f"{stem}.txt").is_file():
                 shutil.copyfile(call / f"{stem}.txt", dest / f"{stem}-call{number}.txt")
         recording = call / "monitor-seeds.jsonl"

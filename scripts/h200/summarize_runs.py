@@ -187,6 +187,8 @@ def describe(folder: Path) -> dict[str, Any] | None:
         "variant": variant,
         "test_accuracy": result["test"]["accuracy"],
         "samples_per_s": [round(e["samples_per_s"]) for e in epochs if e.get("samples_per_s")],
+        # unrounded, for ratios: 1,532 over 511 reads 3.00x where 1,531.6 over 511.5 is 2.99x (2026-12-07)
+        "exact_samples_per_s": [e["samples_per_s"] for e in epochs if e.get("samples_per_s")],
         "epoch_seconds": [round(e["epoch_seconds"], 1) for e in epochs],
         # unrounded, for the whole fine-tune's speed against guide's (against_guide)
         "train_seconds": sum(e["epoch_seconds"] for e in epochs),
@@ -253,8 +255,9 @@ def pairs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             out.append({"run": run["run"], "against": reference["run"], "change": change, "error": str(exc)})
             continue
         speed = (
-            statistics.median(run["samples_per_s"]) / statistics.median(reference["samples_per_s"])
-            if run["samples_per_s"] and reference["samples_per_s"]
+            statistics.median(run["exact_samples_per_s"])
+            / statistics.median(reference["exact_samples_per_s"])
+            if run["exact_samples_per_s"] and reference["exact_samples_per_s"]
             else None
         )
         # dev accuracy epoch by epoch, run minus reference: where a change's mechanism shows before test does
@@ -377,9 +380,12 @@ def speed_vs_guide(run: dict[str, Any], runs: list[dict[str, Any]]) -> list[floa
     """Each epoch's samples/s over that epoch of its `guide` run (:func:`guide_of`; the 3x line is per epoch),
     or None without one."""
     guide = guide_of(run, runs)
-    if guide is None or not run["samples_per_s"] or len(guide["samples_per_s"]) != len(run["samples_per_s"]):
+    if guide is None:
         return None
-    return [mine / theirs for mine, theirs in zip(run["samples_per_s"], guide["samples_per_s"], strict=True)]
+    mine, theirs = run["exact_samples_per_s"], guide["exact_samples_per_s"]
+    if not mine or len(mine) != len(theirs):
+        return None
+    return [m / t for m, t in zip(mine, theirs, strict=True)]
 
 
 def against_guide(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:

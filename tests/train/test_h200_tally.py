@@ -1662,3 +1662,74 @@ def test_the_profiled_traces_give_their_results_again_and_say_where_elementwise_
         == elementwise_ms
     )
     assert {g["group"]: round(100 * g["share"]) for g in groups} == ELEMENTWISE_SHARES
+
+
+# PENDING item 3's speed half (2026-12-07-h100-item3-speed): one epoch from scratch each, on a thirteenth H100 host;
+# 784 s of device time were left when it came, too little for the encoder, so accuracy waits for another session.
+ITEM3_SPEED = "2026-12-07-h100-item3-speed"
+
+
+def test_item_3_batch_64_runs_nine_percent_slower_in_half_the_memory_and_the_sqrt_lr_costs_nothing() -> None:
+    """Item 3's speed predictions, written before the call: batch_size=64 4-12% fewer samples/s than optimized of
+    its seed (1,330-1,440 on an H100) with 17-25 GB reserved; lr_scaling=sqrt the same speed within 1%. Measured:
+    -9.4 / -9.1%, 1,388 / 1,398 samples/s, 20.0 / 20.1 GB reserved (graphs' pool 14.8 GB against 28.9), twice the
+    steps; sqrt +0.0 / -0.1%."""
+    for seed, (slower, sqrt_change) in ((1, (9.4, 0.0)), (2, (9.1, -0.1))):
+        optimized = result_in(ITEM3_SPEED, f"optimized-s{seed}")
+        batch_64 = result_in(ITEM3_SPEED, f"optimized-s{seed}-batch_size64")
+        sqrt = result_in(ITEM3_SPEED, f"optimized-s{seed}-lr_scalingsqrt")
+        rate = {name: r["epochs"][0]["samples_per_s"] for name, r in
+                (("optimized", optimized), ("64", batch_64), ("sqrt", sqrt))}  # fmt: skip
+        assert round(100 * (1 - rate["64"] / rate["optimized"]), 1) == slower
+        assert 4 <= slower <= 12 and 1330 < rate["64"] < 1440
+        assert round(100 * (rate["sqrt"] / rate["optimized"] - 1), 1) == sqrt_change
+        assert abs(sqrt_change) < 1
+        reserved = batch_64["epochs"][0]["peak_reserved_bytes"] / 1e9
+        assert 17 < reserved < 25 and round(reserved) == 20
+        assert round(optimized["epochs"][0]["peak_reserved_bytes"] / 1e9) == 34
+        assert (batch_64["steps"], optimized["steps"], sqrt["steps"]) == (218, 109, 109)
+        assert batch_64["global_batch"] == 64 and optimized["global_batch"] == sqrt["global_batch"] == 128
+
+
+def test_item_3_host_ran_optimized_just_under_three_times_guide_and_read_eleven_microseconds_a_launch() -> (
+    None
+):
+    """The README: the thirteenth H100 host ran guide at 511 samples/s and optimized at 2.99x it (one epoch pair, a
+    hair under the 3x line), batch_size=64 at 2.71x; bench launch read 11.46 µs for an eager launch, as high as
+    Y's host in one call (11.51), with a guide speed inside the hosts' range."""
+    guide = result_in(ITEM3_SPEED, "guide-s1")["epochs"][0]
+    optimized = result_in(ITEM3_SPEED, "optimized-s1")["epochs"][0]
+    batch_64 = result_in(ITEM3_SPEED, "optimized-s1-batch_size64")["epochs"][0]
+    assert round(guide["samples_per_s"]) == 511
+    assert round(guide["epoch_seconds"] / optimized["epoch_seconds"], 3) == 2.993
+    assert round(optimized["samples_per_s"] / guide["samples_per_s"], 2) == 2.99
+    assert round(guide["epoch_seconds"] / batch_64["epoch_seconds"], 2) == 2.71
+    header = (BENCH / ITEM3_SPEED / "log-host-call1.txt").read_text()
+    launch = json.loads(header.split("== bench launch: ", 1)[1].splitlines()[0])
+    assert launch["eager"]["us_per_op"] == 11.455
+    assert max(eager_launch_readings(ENCODER_Y, calls=3)) == 11.512
+
+
+def test_from_scratch_one_epoch_runs_learn_at_218_steps_and_stall_at_109() -> None:
+    """An aside, not issue 4's regime (no encoder): one epoch from scratch, every distinct run at 218 optimizer
+    steps (guide, baseline, optimized at batch 64; five runs) reached 79-80% while of four at 109 (optimized at
+    batch 128, either lr) two never left the majority class (52.02%) and two reached 75%."""
+    runs = {
+        (ITEM3_SPEED, "guide-s1"): 79.78,
+        (ITEM3_SPEED, "optimized-s1-batch_size64"): 79.67,
+        (ITEM3_SPEED, "optimized-s2-batch_size64"): 78.97,
+        ("2026-12-07-h100-speed-host/call1", "guide-s2"): 79.38,
+        ("2026-12-07-h100-speed-host/call1", "baseline-s1"): 79.49,
+        (ITEM3_SPEED, "optimized-s1"): 74.71,
+        (ITEM3_SPEED, "optimized-s2"): 52.02,
+        (ITEM3_SPEED, "optimized-s1-lr_scalingsqrt"): 52.02,
+        (ITEM3_SPEED, "optimized-s2-lr_scalingsqrt"): 75.23,
+    }
+    by_steps: dict[int, list[float]] = {}
+    for (folder, run), quoted in runs.items():
+        result = result_in(folder, run)
+        assert result["config"]["epochs"] == 1 and not result["init"], run
+        assert round(100 * result["summary"]["test_accuracy"], 2) == quoted, run
+        by_steps.setdefault(result["steps"], []).append(quoted)
+    assert min(by_steps[218]) > 78.9 and len(by_steps[218]) == 5
+    assert sorted(by_steps[109]) == [52.02, 52.02, 74.71, 75.23]
