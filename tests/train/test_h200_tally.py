@@ -1733,3 +1733,13 @@ def test_from_scratch_one_epoch_runs_learn_at_218_steps_and_stall_at_109() -> No
         by_steps.setdefault(result["steps"], []).append(quoted)
     assert min(by_steps[218]) > 78.9 and len(by_steps[218]) == 5
     assert sorted(by_steps[109]) == [52.02, 52.02, 74.71, 75.23]
+
+
+def test_ten_of_thirteen_hosts_give_under_3x_with_the_item_3_speed_host() -> None:
+    """The README and PENDING.md: the item-3 speed host's one epoch pair, 2.99x, joins the twelve hosts' medians."""
+    medians = host_median_ratios()
+    medians["2026-12-07 item-3 speed host"] = round(
+        statistics.median(speed_figures(ITEM3_SPEED, (1,), (1, 2))[1]), 2
+    )
+    assert medians["2026-12-07 item-3 speed host"] == 2.99
+    assert (len(medians), sum(m < 3 for m in medians.values())) == (13, 10)
