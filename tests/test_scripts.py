@@ -379,6 +379,22 @@ def test_capture_seeds_holds_back_a_run_that_would_not_fit_what_the_call_has_lef
     assert (tmp_path / "ft" / "durations").read_text().splitlines()[-1] in ("optimized 0", "optimized 1")
 
 
+def test_capture_seeds_leaves_a_tenth_of_a_long_run_as_its_margin(tmp_path: Path) -> None:
+    """Encoder AB's call 2: guide timed at 134 s here, started with 144 s left, and cut; a tenth of it (13 s) is the
+    margin now, so the shorter run after it takes the time instead. A short run keeps 10 s."""
+    log = run_capture_seeds(tmp_path, "guide:1 optimized:1", "guide 134\noptimized 40\n", END_S="144")
+    assert re.search(
+        r"== guide:1 not started: a guide run took 134 s here, 14[0-4] s are left \(next call\)", log
+    )
+    assert "== optimized seed 1" in log
+    log = run_capture_seeds(tmp_path, "guide:2", "guide 134\n", END_S="150")
+    assert "not started" not in log and "== guide seed 2" in log
+    log = run_capture_seeds(tmp_path, "optimized:2", "optimized 40\n", END_S="49")
+    assert re.search(
+        r"== optimized:2 not started: a optimized run took 40 s here, (49|48|47) s are left", log
+    )
+
+
 def test_capture_seeds_takes_expect_for_a_kind_this_machine_has_not_timed(tmp_path: Path) -> None:
     """R-Drop's baseline (~450 s) started in a call with less left would be cut and its time lost."""
     expect = {"EXPECT": "baseline@460 guide:rdrop_alpha=0@125", "END_S": "200"}
