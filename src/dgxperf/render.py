@@ -102,7 +102,7 @@ def render_doctor(console: Console, report: DoctorReport, *, problems_only: bool
 
 
 def render_validate(console: Console, result: Mapping[str, Any], md: Path, page: Path) -> None:
-    from dgxperf.report.document import pace_notes, phase_table, tables_for_terminal
+    from dgxperf.report.document import host_bound_notes, pace_notes, phase_table, tables_for_terminal
 
     def show(title: str, table: tuple[list[str], list[list[str]]]) -> None:
         headers, rows = table
@@ -117,7 +117,7 @@ def render_validate(console: Console, result: Mapping[str, Any], md: Path, page:
     for title, table in tables_for_terminal(result):
         if table[1]:
             show(title, table)
-    for note in pace_notes(result):
+    for note in pace_notes(result) + host_bound_notes(result):
         console.print(note, style="yellow", highlight=False)
     if not result.get("complete"):
         console.print("[bold yellow]the report is incomplete[/]: see the phase table", highlight=False)

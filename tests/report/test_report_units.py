@@ -476,3 +476,51 @@ def test_the_report_says_which_recipe_changed_pace_part_way() -> None:
     assert note in console.export_text()
     # the H200 runs that held their pace get no note
     assert document.pace_notes(json.loads(H200_RESULT.read_text())) == []
+
+
+def with_advice_from(recordings: dict[str, str]) -> dict[str, Any]:
+    """The H200 validate result with its advice phase run again, as validate's own runs it, over real recordings that
+    carry each process's CPU share (tests/data/h200/monitor/, 2026-12-04: validate's guide and optimized, and a cut of
+    baseline's run)."""
+    from dgxperf.advise.engine import run_advise
+    from dgxperf.monitor.sources import read_recording
+
+    result = json.loads(H200_RESULT.read_text())
+    for recipe, name in recordings.items():
+        header, samples, _ = read_recording(ROOT / "tests" / "data" / "h200" / "monitor" / f"{name}.jsonl")
+        result["advice"][recipe] = {"suggestions": run_advise(samples, header).to_json()["suggestions"]}
+    return result
+
+
+def test_the_report_says_which_recipe_its_host_held_back() -> None:
+    """On the H200 (2026-12-04) advise found guide and optimized host bound, baseline not: each of the two gets a
+    line under the table saying its speed-ups measure the host's CPU too, in the Markdown, the HTML and the
+    terminal; a result whose recordings had no process CPU shares (the committed one) gets none."""
+    result = with_advice_from(
+        {"guide": "train-guide-cpu", "optimized": "train-optimized-cpu", "baseline": "train-baseline-cpu"}
+    )
+    notes = document.host_bound_notes(result)
+    assert [n.split(":")[0] for n in notes] == ["guide", "optimized"]
+    for note in notes:
+        assert re.search(r"in \d+% of its working seconds the GPU ran kernels \d+% of the time", note), note
+        assert re.search(r"its process kept (9\d|1\d\d)% of a core busy", note), note
+        assert note.endswith("measure this host's CPU as much as the GPU")
+    md = document.render_markdown(result, {})
+    assert all(f"**{n}.**" in md for n in notes)
+    assert md.index("Guide A §7's table") < md.index(notes[0]) < md.index("## Ablation")
+    page = document.render_html(result, {})
+    assert all(f'<p class="banner">{html.escape(n)}.</p>' in page for n in notes)
+    console = Console(record=True, width=1000, color_system=None)
+    render_validate(console, result, Path("report.md"), Path("report.html"))
+    printed = console.export_text()  # once: exporting clears the record
+    assert all(n in printed for n in notes)
+    assert document.host_bound_notes(json.loads(H200_RESULT.read_text())) == []
+
+
+def test_a_host_bound_note_without_its_figures_still_names_the_recipe() -> None:
+    """An advice block from an older schema (no evidence values) keeps the line, without the figures."""
+    result = {"advice": {"guide": {"suggestions": [{"rule": "launch.host_bound", "evidence": {}}]}}}
+    assert document.host_bound_notes(result) == [
+        "guide: host bound on this node (advise: launch.host_bound); its samples/s, and every speed-up against it, "
+        "measure this host's CPU as much as the GPU"
+    ]

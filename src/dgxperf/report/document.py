@@ -54,6 +54,33 @@ def pace_notes(result: Mapping[str, Any]) -> list[str]:
     return notes
 
 
+def host_bound_notes(result: Mapping[str, Any]) -> list[str]:
+    """One line per recipe that advise found host bound: its samples/s, and the speed-ups it enters, follow this
+    host's CPU core as much as the GPU. Over eleven lent H100 hosts (2026-12-06/07) advise found guide host bound
+    on every one where it ran at 513 samples/s or less and on none at 518 or more: the optimized/guide ratio is
+    partly the host's."""
+    notes = []
+    for name, advice in (result.get("advice") or {}).items():
+        for suggestion in advice.get("suggestions") or []:
+            if suggestion.get("rule") != "launch.host_bound":
+                continue
+            evidence = suggestion.get("evidence") or {}
+            values = evidence.get("values") or {}
+            busy = ((evidence.get("metrics") or {}).get("gpu_util_pct") or {}).get("mean")
+            share, cpu = values.get("share_of_judged_ticks"), values.get("process_cpu_pct_median")
+            detail = (
+                f": in {share:.0%} of its working seconds the GPU ran kernels {busy:.0f}% of the time while its "
+                f"process kept {cpu:.0f}% of a core busy"
+                if None not in (share, busy, cpu)
+                else ""
+            )
+            notes.append(
+                f"{name}: host bound on this node (advise: launch.host_bound){detail}; its samples/s, and every "
+                "speed-up against it, measure this host's CPU as much as the GPU"
+            )
+    return notes
+
+
 FIGURE_TITLES = {
     "throughput": "Training throughput per recipe",
     "loss": "Training loss",
@@ -386,7 +413,7 @@ def render_markdown(result: Mapping[str, Any], figure_files: Mapping[str, str]) 
     out += ["", f"Run {_run_ref(result)}, {_timing(result)}. " + _choices(result), ""]
     out += ["## Guide A §7's table for this node", "", _md_table(recipe_table(result))]
     out += [f"{rates_note(result)} (`dgxperf runs show ID`).", ""]
-    out += [f"**{note}.**\n" for note in pace_notes(result)]
+    out += [f"**{note}.**\n" for note in pace_notes(result) + host_bound_notes(result)]
     if result.get("paired"):
         out += ["### Test accuracy paired with guide's", "", _md_table(paired_table(result))]
         out += [f"{PAIRED_NOTE}.", ""]
@@ -458,7 +485,10 @@ def render_html(result: Mapping[str, Any], figures: Mapping[str, bytes]) -> str:
     parts.append(
         f'<p class="small">{html.escape(rates_note(result))} (<code>dgxperf runs show ID</code>).</p>'
     )
-    parts += [f'<p class="banner">{html.escape(note)}.</p>' for note in pace_notes(result)]
+    parts += [
+        f'<p class="banner">{html.escape(note)}.</p>'
+        for note in pace_notes(result) + host_bound_notes(result)
+    ]
     if result.get("paired"):
         parts += ["<h3>Test accuracy paired with guide's</h3>", _html_table(paired_table(result), "paired")]
         parts.append(f'<p class="small">{html.escape(PAIRED_NOTE)}.</p>')
