@@ -1505,23 +1505,32 @@ def test_the_speed_figures_the_readmes_quote(
     assert (round(statistics.median(guide_rates)), round(min(guide_rates))) == guide
 
 
+# Each encoder host from R to AA: its folder and the seeds with both an optimized and a guide run
+ENCODER_HOST_SEEDS = {
+    "R": (ENCODER_R, (1, 2, 3)),
+    "S": (ENCODER_S, (1, 2, 3, 4)),
+    "T": (ENCODER_T, (1, 2)),
+    "U": (ENCODER_U, (1,)),
+    "V": (ENCODER_V, (1, 2)),
+    "W": (ENCODER_W, (1, 2, 3)),
+    "X": (ENCODER_X, (1, 2, 3)),
+    "Y": (ENCODER_Y, (1, 2, 3, 4)),
+    "Z": (ENCODER_Z, (1, 2, 3, 4)),
+    "AA": (ENCODER_AA, (1, 2, 3)),
+}
+
+
 def host_median_ratios() -> dict[str, float]:
     """Each H100 host's median epoch ratio with pool gradients and R-Drop in all three recipes (the 2026-12-07
     speed host's two calls pooled, as one machine)."""
     hosts = {
         "2026-12-06 speed host": speed_figures(SPEED_LAUNCH, (1,), (1,))[1],
-        "R": speed_figures(ENCODER_R, (1, 2, 3))[1],
-        "S": speed_figures(ENCODER_S, (1, 2, 3, 4))[1],
-        "T": speed_figures(ENCODER_T, (1, 2), (1, 2, 3))[1],
         "2026-12-07 speed host": speed_figures(SPEED_HOST_1, (1, 2), (1, 2))[1]
         + speed_figures(SPEED_HOST_2, (1, 2), (1, 2))[1],
-        "U": speed_figures(ENCODER_U, (1,), (1,))[1],
-        "V": speed_figures(ENCODER_V, (1, 2), (1, 2, 3, 4, 5))[1],
-        "W": speed_figures(ENCODER_W, (1, 2, 3))[1],
-        "X": speed_figures(ENCODER_X, (1, 2, 3), (1, 2, 3))[1],
-        "Y": speed_figures(ENCODER_Y, (1, 2, 3, 4))[1],
-        "Z": speed_figures(ENCODER_Z, (1, 2, 3, 4))[1],
-        "AA": speed_figures(ENCODER_AA, (1, 2, 3), (1, 2, 3))[1],
+        **{
+            host: speed_figures(folder, seeds, seeds)[1]
+            for host, (folder, seeds) in ENCODER_HOST_SEEDS.items()
+        },
     }
     return {host: round(statistics.median(ratios), 2) for host, ratios in hosts.items()}
 
@@ -1912,11 +1921,11 @@ def test_ten_of_fourteen_hosts_give_under_3x_with_encoder_ab_host() -> None:
 
 def advised_rules(recording: Path) -> dict[str, dict[str, Any]]:
     """What `dgxperf advise` suggests over a whole recording, by rule."""
-    from dgxperf.advise.engine import run_advise
     from dgxperf.monitor.sources import read_recording
+    from tests.advise.test_real_recordings import fired
 
     header, samples, _ = read_recording(recording)
-    return {s["rule"]: s for s in run_advise(samples, header).to_json()["suggestions"]}
+    return fired(header, samples)
 
 
 def test_advise_names_guide_host_bound_on_encoder_ab_host() -> None:
@@ -1935,10 +1944,7 @@ def test_advise_names_guide_host_bound_on_encoder_ab_host() -> None:
         values = found["launch.host_bound"]["evidence"]["values"]
         assert found["launch.host_bound"]["severity"] == "warn" and values["share_of_judged_ticks"] > 0.5
         assert 99 < values["process_cpu_pct_median"] < 102
-    hosts = {"R": (ENCODER_R, (1, 2, 3)), "S": (ENCODER_S, (1, 2, 3, 4)), "T": (ENCODER_T, (1, 2)),
-             "U": (ENCODER_U, (1,)), "V": (ENCODER_V, (1, 2)), "W": (ENCODER_W, (1, 2, 3)), "X": (ENCODER_X, (1, 2, 3)),
-             "Y": (ENCODER_Y, (1, 2, 3, 4)), "Z": (ENCODER_Z, (1, 2, 3, 4)), "AA": (ENCODER_AA, (1, 2, 3)),
-             "AB": (ENCODER_AB, (1, 2))}  # fmt: skip
+    hosts = {**ENCODER_HOST_SEEDS, "AB": (ENCODER_AB, (1, 2))}
     fired = {
         host: any(
             "launch.host_bound" in advised_rules(call)
@@ -1947,9 +1953,7 @@ def test_advise_names_guide_host_bound_on_encoder_ab_host() -> None:
         for host, (folder, _) in hosts.items()
     }
     guide_pace = {
-        host: statistics.median(
-            e["samples_per_s"] for s in seeds for e in result_in(folder, f"guide-s{s}")["epochs"]
-        )
+        host: statistics.median(speed_figures(folder, seeds, seeds)[2])
         for host, (folder, seeds) in hosts.items()
     }
     assert {host for host, named in fired.items() if named} == {"R", "T", "U", "W", "AB"}
